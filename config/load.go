@@ -1,0 +1,281 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+
+	yamlv2 "go.yaml.in/yaml/v2"
+	"sigs.k8s.io/yaml"
+)
+
+// Problem is one thing wrong with a config file, at a YAML path such as
+// specs.httpbin.releaseSpecs.iter8.chart.version.
+type Problem struct {
+	Path    string
+	Message string
+}
+
+func (p Problem) String() string {
+	if p.Path == "" {
+		return p.Message
+	}
+	return p.Path + ": " + p.Message
+}
+
+// Error is every problem found in one config file. Load returns it so that a
+// user fixes all of them in one edit.
+type Error struct {
+	// File is the config file's path, or "" when parsing bytes.
+	File     string
+	Problems []Problem
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		fmt.Fprintf(&b, "invalid config %s:", e.File)
+	} else {
+		b.WriteString("invalid config:")
+	}
+	for _, p := range e.Problems {
+		b.WriteString("\n  ")
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// Lines returns one "<yaml path>: <message>" line per problem.
+func (e *Error) Lines() []string {
+	out := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		out[i] = p.String()
+	}
+	return out
+}
+
+// Load reads, decodes, defaults and validates the config file at path. A
+// returned *Config is valid; otherwise the error is an *Error listing every
+// problem, or an I/O error.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read config file: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot resolve config file path: %w", err)
+	}
+	cfg, err := Parse(data, filepath.Dir(abs))
+	var cerr *Error
+	if errors.As(err, &cerr) {
+		cerr.File = path
+	}
+	return cfg, err
+}
+
+// Parse decodes, defaults and validates config bytes. dir is the directory that
+// relative chart paths are resolved against.
+func Parse(data []byte, dir string) (*Config, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, &Error{Problems: []Problem{{Message: "the file is empty; it needs at least `namespaces` and `specs` (use `specs: {}` for no releases)"}}}
+	}
+	// YAMLToJSONStrict rejects duplicate keys, which plain YAML would silently
+	// resolve to the last one.
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, &Error{Problems: []Problem{{Message: fmt.Sprintf("not valid YAML: %v", err)}}}
+	}
+	var tree interface{}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	if err := dec.Decode(&tree); err != nil {
+		return nil, &Error{Problems: []Problem{{Message: fmt.Sprintf("not valid YAML: %v", err)}}}
+	}
+	if tree == nil {
+		return nil, &Error{Problems: []Problem{{Message: "the file holds no document; it needs at least `namespaces` and `specs` (use `specs: {}` for no releases)"}}}
+	}
+
+	// The shape check walks the generic tree against the Go types first, so that
+	// every unknown field and every YAML 1.1 surprise (unquoted yes, on, 1.10)
+	// is reported with its path instead of encoding/json's first error only.
+	var problems []Problem
+	checkKeys(data, &problems)
+	checkShape(tree, reflect.TypeOf(Config{}), "", &problems)
+	if m, ok := tree.(map[string]interface{}); ok {
+		if _, has := m["specs"]; !has {
+			problems = append(problems, Problem{"specs", "required (use `specs: {}` for no releases)"})
+		}
+		if _, has := m["namespaces"]; !has {
+			problems = append(problems, Problem{"namespaces", "required: list the namespaces autox manages releases in"})
+		}
+	}
+	if len(problems) > 0 {
+		sortProblems(problems)
+		return nil, &Error{Problems: problems}
+	}
+
+	cfg := &Config{}
+	if err := json.Unmarshal(js, cfg); err != nil {
+		// checkShape accepted the tree, so this is a bug, not bad input; still
+		// report it as a problem instead of panicking.
+		return nil, &Error{Problems: []Problem{{Message: fmt.Sprintf("cannot decode: %v", err)}}}
+	}
+	cfg.Dir = dir
+	applyDefaults(cfg)
+	if problems := validate(cfg); len(problems) > 0 {
+		return nil, &Error{Problems: problems}
+	}
+	return cfg, nil
+}
+
+// checkKeys reports map keys that YAML 1.1 reads as something other than a
+// string: an unquoted `y`, `no` or `on` as a spec or release spec id silently
+// becomes "true" or "false" once converted to JSON. Values are left to Helm's
+// own rules, as DESIGN §2 says.
+func checkKeys(data []byte, problems *[]Problem) {
+	var raw interface{}
+	if err := yamlv2.Unmarshal(data, &raw); err != nil {
+		return // the JSON conversion reports syntax errors
+	}
+	var walk func(node interface{}, path string)
+	walk = func(node interface{}, path string) {
+		switch v := node.(type) {
+		case map[interface{}]interface{}:
+			for k, child := range v {
+				ks, ok := k.(string)
+				if !ok {
+					*problems = append(*problems, Problem{path, fmt.Sprintf("the key %v is read as a %T, not a string: YAML reads unquoted y/n/yes/no/on/off/true/false and numbers that way; quote the key", k, k)})
+					continue
+				}
+				if ks == "values" {
+					continue
+				}
+				walk(child, join(path, ks))
+			}
+		case []interface{}:
+			for i, child := range v {
+				walk(child, fmt.Sprintf("%s[%d]", path, i))
+			}
+		}
+	}
+	walk(raw, "")
+}
+
+var rawMapType = reflect.TypeOf(map[string]interface{}{})
+
+// checkShape reports where the decoded YAML tree does not fit typ.
+func checkShape(node interface{}, typ reflect.Type, path string, problems *[]Problem) {
+	for typ.Kind() == reflect.Ptr {
+		typ = typ.Elem()
+	}
+	add := func(msg string) { *problems = append(*problems, Problem{path, msg}) }
+	if node == nil {
+		// null: the field is treated as omitted; validation reports it if required.
+		return
+	}
+	if typ == rawMapType {
+		if _, ok := node.(map[string]interface{}); !ok {
+			add(fmt.Sprintf("must be a map, got %s", describe(node)))
+		}
+		return
+	}
+	switch typ.Kind() {
+	case reflect.Struct:
+		m, ok := node.(map[string]interface{})
+		if !ok {
+			add(fmt.Sprintf("must be a map, got %s", describe(node)))
+			return
+		}
+		fields := map[string]reflect.Type{}
+		var names []string
+		for i := 0; i < typ.NumField(); i++ {
+			f := typ.Field(i)
+			name := strings.Split(f.Tag.Get("json"), ",")[0]
+			if name == "" || name == "-" {
+				continue
+			}
+			fields[name] = f.Type
+			names = append(names, name)
+		}
+		for _, k := range sortedKeys(m) {
+			ft, ok := fields[k]
+			if !ok {
+				*problems = append(*problems, Problem{join(path, k), fmt.Sprintf("unknown field; known fields here: %s", strings.Join(names, ", "))})
+				continue
+			}
+			checkShape(m[k], ft, join(path, k), problems)
+		}
+	case reflect.Map:
+		m, ok := node.(map[string]interface{})
+		if !ok {
+			add(fmt.Sprintf("must be a map, got %s", describe(node)))
+			return
+		}
+		for _, k := range sortedKeys(m) {
+			checkShape(m[k], typ.Elem(), join(path, k), problems)
+		}
+	case reflect.Slice:
+		l, ok := node.([]interface{})
+		if !ok {
+			add(fmt.Sprintf("must be a list, got %s", describe(node)))
+			return
+		}
+		for i, v := range l {
+			checkShape(v, typ.Elem(), fmt.Sprintf("%s[%d]", path, i), problems)
+		}
+	case reflect.String:
+		switch v := node.(type) {
+		case string:
+		case bool:
+			add(fmt.Sprintf("must be a string, got the boolean %v: YAML reads unquoted yes/no/on/off/y/n/true/false as booleans; quote the value", v))
+		case json.Number:
+			add(fmt.Sprintf("must be a string, got the number %s: YAML reads unquoted numbers such as 1.10 as numbers (1.1); quote the value", v))
+		default:
+			add(fmt.Sprintf("must be a string, got %s", describe(node)))
+		}
+	}
+}
+
+func describe(node interface{}) string {
+	switch v := node.(type) {
+	case map[string]interface{}:
+		return "a map"
+	case []interface{}:
+		return "a list"
+	case string:
+		return "a string"
+	case bool:
+		return fmt.Sprintf("the boolean %v", v)
+	case json.Number:
+		return fmt.Sprintf("the number %s", v)
+	default:
+		return fmt.Sprintf("%T", node)
+	}
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func sortProblems(p []Problem) {
+	sort.SliceStable(p, func(i, j int) bool { return p[i].Path < p[j].Path })
+}
