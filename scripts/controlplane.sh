@@ -21,7 +21,9 @@ etcd=$(version_of go.etcd.io/etcd/server/v3)
 [ -n "$k8s" ] && [ -n "$etcd" ] || { echo "controlplane.sh: cannot read versions from $mod/go.mod" >&2; exit 1; }
 
 root=${AUTOX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/autox}
-dir="$root/controlplane/kube-apiserver-$k8s-etcd-$etcd-$(go env GOOS)-$(go env GOARCH)"
+# Bump build= when the build flags below change, so stale caches are not reused.
+build=2
+dir="$root/controlplane/kube-apiserver-$k8s-etcd-$etcd-$(go env GOOS)-$(go env GOARCH)-build$build"
 
 if [ ! -x "$dir/kube-apiserver" ] || [ ! -x "$dir/etcd" ]; then
   echo "controlplane.sh: building kube-apiserver $k8s and etcd $etcd into $dir (first time only, several minutes)" >&2
@@ -31,7 +33,12 @@ if [ ! -x "$dir/kube-apiserver" ] || [ ! -x "$dir/etcd" ]; then
   (
     cd "$mod"
     # -trimpath and no VCS stamping keep the build independent of the checkout.
-    CGO_ENABLED=0 go build -trimpath -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+    # The version stamp is what `kubectl version` and Helm's kubeVersion checks read.
+    minor=${k8s#v1.}; minor=${minor%%.*}
+    vpkg=k8s.io/component-base/version
+    CGO_ENABLED=0 go build -trimpath -o "$tmp/kube-apiserver" \
+      -ldflags "-X $vpkg.gitVersion=$k8s -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean" \
+      k8s.io/kubernetes/cmd/kube-apiserver
     CGO_ENABLED=0 go build -trimpath -o "$tmp/etcd" ./etcd
   ) >&2
   rm -rf "$dir"

@@ -1,0 +1,83 @@
+package helmops
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// sharedDiscovery is the discovery client and REST mapper every Helm action
+// shares, so that a pass over many releases asks the API server for its
+// resource list once rather than once per operation.
+type sharedDiscovery struct {
+	config *rest.Config
+	once   sync.Once
+	err    error
+	disc   discovery.CachedDiscoveryInterface
+	mapper meta.RESTMapper
+}
+
+func (s *sharedDiscovery) init() error {
+	s.once.Do(func() {
+		dc, err := discovery.NewDiscoveryClientForConfig(s.config)
+		if err != nil {
+			s.err = err
+			return
+		}
+		s.disc = memory.NewMemCacheClient(dc)
+		s.mapper = restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(s.disc), s.disc, nil)
+	})
+	return s.err
+}
+
+// restGetter is the genericclioptions.RESTClientGetter Helm's action package
+// wants, built from autox's one rest.Config and bound to one namespace.
+type restGetter struct {
+	shared    *sharedDiscovery
+	namespace string
+}
+
+var _ genericclioptions.RESTClientGetter = (*restGetter)(nil)
+
+func (g *restGetter) ToRESTConfig() (*rest.Config, error) {
+	return rest.CopyConfig(g.shared.config), nil
+}
+
+func (g *restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
+	if err := g.shared.init(); err != nil {
+		return nil, err
+	}
+	return g.shared.disc, nil
+}
+
+func (g *restGetter) ToRESTMapper() (meta.RESTMapper, error) {
+	if err := g.shared.init(); err != nil {
+		return nil, err
+	}
+	return g.shared.mapper, nil
+}
+
+// ToRawKubeConfigLoader only serves the namespace: Helm asks it which namespace
+// objects without one go to.
+func (g *restGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
+	return namespaceOnly{namespace: g.namespace, config: g.shared.config}
+}
+
+type namespaceOnly struct {
+	namespace string
+	config    *rest.Config
+}
+
+func (n namespaceOnly) RawConfig() (clientcmdapi.Config, error) { return clientcmdapi.Config{}, nil }
+func (n namespaceOnly) ClientConfig() (*rest.Config, error)     { return rest.CopyConfig(n.config), nil }
+func (n namespaceOnly) Namespace() (string, bool, error)        { return n.namespace, true, nil }
+func (n namespaceOnly) ConfigAccess() clientcmd.ConfigAccess {
+	return clientcmd.NewDefaultClientConfigLoadingRules()
+}

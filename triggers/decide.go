@@ -1,0 +1,179 @@
+package triggers
+
+import (
+	"fmt"
+	"time"
+
+	"helm.sh/helm/v3/pkg/release"
+
+	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/helmops"
+)
+
+// TriggerState is what the live read of a trigger object found. A read error
+// is not a state: it stops the reconcile before anything is decided.
+type TriggerState int
+
+const (
+	// TriggerAbsent: the API server answered NotFound for the object.
+	TriggerAbsent TriggerState = iota
+	// TriggerUnlabelled: the object exists but a trigger label is missing or empty.
+	TriggerUnlabelled
+	// TriggerSpecRemoved: the spec is no longer in the (valid) config.
+	TriggerSpecRemoved
+	// TriggerWanted: the object exists with every trigger label set.
+	TriggerWanted
+)
+
+var triggerStateNames = map[TriggerState]string{
+	TriggerAbsent: "absent", TriggerUnlabelled: "unlabelled", TriggerSpecRemoved: "spec-removed", TriggerWanted: "wanted",
+}
+
+func (s TriggerState) String() string { return triggerStateNames[s] }
+
+// Wanted reports whether releases should exist in this state.
+func (s TriggerState) Wanted() bool { return s == TriggerWanted }
+
+// ReleaseState is the state of one desired release name as Helm records it.
+type ReleaseState int
+
+const (
+	ReleaseAbsent ReleaseState = iota
+	// ReleaseConflict: a release of that name exists without this release
+	// spec's autox labels; autox never touches it.
+	ReleaseConflict
+	ReleaseInSync
+	// ReleaseOutOfSync: deployed, but chart name, version or values differ.
+	ReleaseOutOfSync
+	// ReleaseFailedAfterDeployed: the latest revision failed; an earlier one was deployed.
+	ReleaseFailedAfterDeployed
+	// ReleaseFailedNeverDeployed: the latest revision failed and none was ever deployed.
+	ReleaseFailedNeverDeployed
+	// ReleaseLocked: pending-* or uninstalling, younger than the stale age:
+	// an operation (ours, or a previous process's) may still be running.
+	ReleaseLocked
+	// ReleaseStaleUpgrade: pending-upgrade or pending-rollback left by a dead process.
+	ReleaseStaleUpgrade
+	// ReleaseStaleInstall: pending-install or uninstalling left by a dead process.
+	ReleaseStaleInstall
+)
+
+var releaseStateNames = map[ReleaseState]string{
+	ReleaseAbsent: "absent", ReleaseConflict: "conflict", ReleaseInSync: "in-sync", ReleaseOutOfSync: "out-of-sync",
+	ReleaseFailedAfterDeployed: "failed-after-deployed", ReleaseFailedNeverDeployed: "failed-never-deployed",
+	ReleaseLocked: "locked", ReleaseStaleUpgrade: "stale-upgrade", ReleaseStaleInstall: "stale-install",
+}
+
+func (s ReleaseState) String() string { return releaseStateNames[s] }
+
+// Action is the one thing reconcile does for one release.
+type Action string
+
+const (
+	ActionNone      Action = "unchanged"
+	ActionInstall   Action = "install"
+	ActionUpgrade   Action = "upgrade"
+	ActionReinstall Action = "reinstall"
+	ActionUninstall Action = "uninstall"
+	// ActionRollback unlocks a stale pending-upgrade/rollback release by rolling
+	// back to its last deployed revision (DESIGN §5).
+	ActionRollback Action = "rollback"
+	// ActionConflict reports a foreign release of the wanted name; no Helm call.
+	ActionConflict Action = "conflict"
+	// ActionWait leaves a locked release alone until it is stale or done.
+	ActionWait Action = "wait"
+)
+
+// Decide maps a trigger state and a release state to one action. It is the
+// only place where that choice is made; run and plan both use it.
+func Decide(trigger TriggerState, rel ReleaseState, onChange string) Action {
+	if !trigger.Wanted() {
+		switch rel {
+		case ReleaseAbsent, ReleaseConflict:
+			return ActionNone
+		case ReleaseLocked:
+			return ActionWait
+		default:
+			return ActionUninstall
+		}
+	}
+	switch rel {
+	case ReleaseAbsent:
+		return ActionInstall
+	case ReleaseConflict:
+		return ActionConflict
+	case ReleaseInSync:
+		return ActionNone
+	case ReleaseOutOfSync, ReleaseFailedAfterDeployed:
+		if onChange == config.OnChangeReinstall {
+			return ActionReinstall
+		}
+		return ActionUpgrade
+	case ReleaseFailedNeverDeployed, ReleaseStaleInstall:
+		return ActionReinstall
+	case ReleaseLocked:
+		return ActionWait
+	case ReleaseStaleUpgrade:
+		return ActionRollback
+	}
+	return ActionNone
+}
+
+// Want is the desired chart and values of one release, for comparison.
+type Want struct {
+	Spec         string
+	ReleaseSpec  string
+	ChartName    string
+	ChartVersion string
+	Values       map[string]interface{}
+}
+
+// ClassifyRelease says what state rel is in relative to want. rel may be nil
+// (no release of that name). want may be nil when the trigger is not wanted;
+// then a managed deployed release is reported in sync (nothing to compare).
+// staleAfter is how old a pending release must be before it counts as left
+// behind by a dead process.
+func ClassifyRelease(rel *helmops.Release, spec, releaseSpec string, want *Want, now time.Time, staleAfter time.Duration) (ReleaseState, string, error) {
+	if rel == nil {
+		return ReleaseAbsent, "release not found", nil
+	}
+	if rel.Spec != spec || rel.ReleaseSpec != releaseSpec {
+		if !rel.Managed() {
+			return ReleaseConflict, "a release of this name exists without autox labels; remove or rename it", nil
+		}
+		return ReleaseConflict, fmt.Sprintf("a release of this name belongs to spec %q, release spec %q", rel.Spec, rel.ReleaseSpec), nil
+	}
+	switch {
+	case rel.Status.IsPending() || rel.Status == release.StatusUninstalling:
+		age := now.Sub(rel.Updated)
+		if age < staleAfter {
+			return ReleaseLocked, fmt.Sprintf("release is %s since %s", rel.Status, age.Round(time.Second)), nil
+		}
+		reason := fmt.Sprintf("release left %s for %s", rel.Status, age.Round(time.Second))
+		if rel.Status == release.StatusPendingInstall || rel.Status == release.StatusUninstalling || rel.LastDeployedRevision == 0 {
+			return ReleaseStaleInstall, reason, nil
+		}
+		return ReleaseStaleUpgrade, reason, nil
+	case rel.Status != release.StatusDeployed:
+		// failed, and statuses a healthy release never ends on (unknown,
+		// superseded, uninstalled): repair it the way a failure is repaired.
+		if rel.DeployedBefore {
+			return ReleaseFailedAfterDeployed, fmt.Sprintf("revision %d is %s", rel.Revision, rel.Status), nil
+		}
+		return ReleaseFailedNeverDeployed, fmt.Sprintf("revision %d is %s and none was deployed", rel.Revision, rel.Status), nil
+	}
+	if want == nil {
+		return ReleaseInSync, "deployed", nil
+	}
+	if rel.ChartName != want.ChartName || rel.ChartVersion != want.ChartVersion {
+		return ReleaseOutOfSync, fmt.Sprintf("chart %s %s -> %s %s", rel.ChartName, rel.ChartVersion, want.ChartName, want.ChartVersion), nil
+	}
+	path, err := helmops.ValuesDiff(want.Values, rel.Values)
+	if err != nil {
+		return 0, "", err
+	}
+	if path != "" {
+		return ReleaseOutOfSync, "values changed: " + path, nil
+	}
+	return ReleaseInSync, "chart and values match", nil
+}
