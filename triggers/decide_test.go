@@ -87,7 +87,9 @@ func TestClassifyRelease(t *testing.T) {
 		{"values", rel(func(r *helmops.Release) { r.Values = map[string]interface{}{"a": 2} }), want, ReleaseOutOfSync, "values changed: .a"},
 		{"failed after deployed", rel(func(r *helmops.Release) { r.Status = release.StatusFailed }), want, ReleaseFailedAfterDeployed, "failed"},
 		{"failed never deployed", rel(func(r *helmops.Release) { r.Status, r.DeployedBefore = release.StatusFailed, false }), want, ReleaseFailedNeverDeployed, "none was deployed"},
-		{"pending young", rel(func(r *helmops.Release) { r.Status, r.Updated = release.StatusPendingUpgrade, now.Add(-stale+time.Second) }), want, ReleaseLocked, "pending-upgrade"},
+		{"pending young", rel(func(r *helmops.Release) {
+			r.Status, r.Updated = release.StatusPendingUpgrade, now.Add(-stale+time.Second)
+		}), want, ReleaseLocked, "pending-upgrade"},
 		{"pending upgrade stale", rel(func(r *helmops.Release) { r.Status = release.StatusPendingUpgrade }), want, ReleaseStaleUpgrade, "left pending-upgrade"},
 		{"pending rollback stale", rel(func(r *helmops.Release) { r.Status = release.StatusPendingRollback }), want, ReleaseStaleUpgrade, "left pending-rollback"},
 		{"pending upgrade stale never deployed", rel(func(r *helmops.Release) { r.Status, r.LastDeployedRevision = release.StatusPendingUpgrade, 0 }), want, ReleaseStaleInstall, "left"},
