@@ -1,0 +1,171 @@
+package helmops
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"helm.sh/helm/v3/pkg/release"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/internal/testenv"
+)
+
+var cluster *testenv.Cluster
+
+func TestMain(m *testing.M) {
+	c, err := testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cluster = c
+	code := m.Run()
+	if err := c.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop control plane:", err)
+	}
+	os.Exit(code)
+}
+
+func chartsDir(t *testing.T) string {
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "testdata")
+}
+
+func newManager(t *testing.T, driver string) *Manager {
+	t.Helper()
+	m, err := New(Options{RESTConfig: cluster.Config, StorageDriver: driver, Timeout: time.Minute, MaxHistory: 3, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func desired(t *testing.T, ns, name, chartPath string, values map[string]interface{}) Desired {
+	t.Helper()
+	ch, err := LocalCharts{}.Load(context.Background(), config.Chart{Path: chartPath}, chartsDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Desired{Spec: "spec", ReleaseSpec: "rs", Name: name, Namespace: ns, Chart: ch, Values: values}
+}
+
+func TestLifecycle(t *testing.T) {
+	for _, driver := range []string{DriverSecret, DriverConfigMap} {
+		t.Run(driver, func(t *testing.T) {
+			ctx := context.Background()
+			m := newManager(t, driver)
+			ns := cluster.Namespace(t)
+
+			rev, err := m.Install(ctx, desired(t, ns, "r1", "charts/hello", map[string]interface{}{"greeting": "hi", "keep": "x"}))
+			if err != nil || rev != 1 {
+				t.Fatalf("Install = %d, %v", rev, err)
+			}
+			cm, err := cluster.Client.CoreV1().ConfigMaps(ns).Get(ctx, "r1", metav1.GetOptions{})
+			if err != nil || cm.Data["greeting"] != "hi" {
+				t.Fatalf("chart object: %v %v", cm.Data, err)
+			}
+
+			rels, err := m.SpecReleases(ctx, []string{ns}, "spec")
+			if err != nil || len(rels) != 1 {
+				t.Fatalf("SpecReleases = %v, %v", rels, err)
+			}
+			r := rels[0]
+			if r.Spec != "spec" || r.ReleaseSpec != "rs" || r.Status != release.StatusDeployed || r.ChartName != "hello" || r.ChartVersion != "0.1.0" || r.Revision != 1 {
+				t.Errorf("release = %+v", r)
+			}
+
+			// ResetValues: a key dropped from the desired values is gone.
+			rev, err = m.Upgrade(ctx, desired(t, ns, "r1", "charts/hello-v2", map[string]interface{}{"greeting": "hey"}))
+			if err != nil || rev != 2 {
+				t.Fatalf("Upgrade = %d, %v", rev, err)
+			}
+			r, err = m.Lookup(ctx, ns, "r1")
+			if err != nil || r == nil {
+				t.Fatalf("Lookup: %v %v", r, err)
+			}
+			if d, _ := ValuesDiff(map[string]interface{}{"greeting": "hey"}, r.Values); d != "" || r.ChartVersion != "0.2.0" || !r.DeployedBefore || r.LastDeployedRevision != 2 {
+				t.Errorf("after upgrade: diff %q, release %+v", d, r)
+			}
+
+			recs, err := func() ([]Record, error) {
+				inv, err := m.NewInventory()
+				if err != nil {
+					return nil, err
+				}
+				return inv.Managed(ctx, []string{ns})
+			}()
+			if err != nil || len(recs) != 1 || recs[0].Revision != 2 || recs[0].Spec != "spec" || recs[0].Status != "deployed" {
+				t.Fatalf("Managed = %+v, %v", recs, err)
+			}
+
+			if err := m.Rollback(ctx, ns, "r1", 1); err != nil {
+				t.Fatal(err)
+			}
+			if r, _ = m.Lookup(ctx, ns, "r1"); r.Revision != 3 || r.ChartVersion != "0.1.0" {
+				t.Errorf("after rollback: %+v", r)
+			}
+
+			if rev, err := m.Reinstall(ctx, desired(t, ns, "r1", "charts/hello", nil)); err != nil || rev != 1 {
+				t.Fatalf("Reinstall = %d, %v", rev, err)
+			}
+			if err := m.Uninstall(ctx, ns, "r1"); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Uninstall(ctx, ns, "r1"); err != nil {
+				t.Fatalf("second uninstall must be a no-op: %v", err)
+			}
+			if r, err := m.Lookup(ctx, ns, "r1"); r != nil || err != nil {
+				t.Fatalf("after uninstall: %+v %v", r, err)
+			}
+			if _, err := cluster.Client.CoreV1().ConfigMaps(ns).Get(ctx, "r1", metav1.GetOptions{}); testenv.IgnoreNotFound(err) != nil || err == nil {
+				t.Fatalf("chart object must be gone: %v", err)
+			}
+		})
+	}
+}
+
+func TestMaxHistory(t *testing.T) {
+	ctx := context.Background()
+	m := newManager(t, DriverSecret)
+	ns := cluster.Namespace(t)
+	if _, err := m.Install(ctx, desired(t, ns, "h", "charts/hello", nil)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if _, err := m.Upgrade(ctx, desired(t, ns, "h", "charts/hello", map[string]interface{}{"n": i})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := cluster.Client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 3 {
+		t.Errorf("release records = %d, want --max-history 3", len(list.Items))
+	}
+}
+
+func TestInstallErrorsAreReturned(t *testing.T) {
+	ctx := context.Background()
+	m := newManager(t, DriverSecret)
+	ns := cluster.Namespace(t)
+	_, err := m.Install(ctx, desired(t, ns, "b", "charts/broken", nil))
+	if err == nil {
+		t.Fatal("installing a chart that does not render must fail")
+	}
+	if _, err := (LocalCharts{}).Load(ctx, config.Chart{Path: "charts/missing"}, chartsDir(t)); err == nil {
+		t.Fatal("loading a missing chart must fail")
+	}
+	if _, err := (LocalCharts{}).Load(ctx, config.Chart{Repo: "https://x", Name: "x", Version: "1"}, chartsDir(t)); err == nil {
+		t.Fatal("LocalCharts must refuse repository charts")
+	}
+}

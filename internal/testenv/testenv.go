@@ -1,0 +1,162 @@
+// Package testenv starts the real control plane (kube-apiserver and etcd,
+// built by scripts/controlplane.sh) for autox's integration and end-to-end
+// tests, with controller-runtime's envtest. It is test support only.
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// ModuleRoot returns the directory of autox's go.mod, found from the working
+// directory (go test runs each package in its own directory).
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.Contains(data, []byte("module github.com/autox-dev/autox\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("cannot find autox's go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Assets returns the directory holding kube-apiserver and etcd:
+// $KUBEBUILDER_ASSETS, else what scripts/controlplane.sh builds or has cached.
+func Assets() (string, error) {
+	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
+		return d, nil
+	}
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("bash", filepath.Join(root, "scripts", "controlplane.sh"))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("cannot build the control plane with scripts/controlplane.sh: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// Cluster is a running kube-apiserver with its etcd.
+type Cluster struct {
+	Env    *envtest.Environment
+	Config *rest.Config
+	Client kubernetes.Interface
+	// Kubeconfig is a file with admin credentials, for the autox binary.
+	Kubeconfig string
+	dir        string
+}
+
+// Start starts a control plane. Stop must be called; it stops both
+// processes envtest started, by their process ids.
+func Start() (*Cluster, error) {
+	assets, err := Assets()
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: assets, ControlPlaneStopTimeout: 30 * time.Second}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("cannot start kube-apiserver and etcd from %s: %w", assets, err)
+	}
+	c := &Cluster{Env: env, Config: cfg}
+	if err := c.init(); err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) init() error {
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	c.Client = cs
+	user, err := c.Env.ControlPlane.AddUser(envtest.User{Name: "autox-test", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return fmt.Errorf("cannot add a kubeconfig user: %w", err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return err
+	}
+	c.dir, err = os.MkdirTemp("", "autox-testenv-")
+	if err != nil {
+		return err
+	}
+	c.Kubeconfig = filepath.Join(c.dir, "kubeconfig")
+	return os.WriteFile(c.Kubeconfig, kc, 0o600)
+}
+
+// Stop stops kube-apiserver and etcd and removes their files.
+func (c *Cluster) Stop() error {
+	err := c.Env.Stop()
+	if c.dir != "" {
+		_ = os.RemoveAll(c.dir)
+	}
+	return err
+}
+
+// Namespace creates a namespace with a name unique to the test and returns it.
+func (c *Cluster) Namespace(t testing.TB) string {
+	t.Helper()
+	ns, err := c.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "t-"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	return ns.Name
+}
+
+// Eventually polls cond until it returns true or the timeout passes. The
+// timeout is a bound for a broken build, not a performance assertion.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var lastErr error
+	for {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		lastErr = err
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// IgnoreNotFound returns nil for a NotFound error.
+func IgnoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

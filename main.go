@@ -1,0 +1,342 @@
+// Command autox runs Helm releases for Kubernetes objects, as declared in one
+// mounted YAML file. main only wires flags to the packages that do the work:
+// config (the file), helmops (Helm), triggers (the control loop).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/triggers"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// exitError carries an exit code out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+
+func main() {
+	cmd := newRootCommand(os.Stdout, os.Stderr)
+	if err := cmd.Execute(); err != nil {
+		code := 1
+		var ee *exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+		}
+		fmt.Fprintln(os.Stderr, "autox:", err)
+		os.Exit(code)
+	}
+}
+
+func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "autox",
+		Short:         "Run Helm releases for Kubernetes objects, declared in one YAML file",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newRunCommand(), newValidateCommand(), newVersionCommand())
+	return root
+}
+
+// bindEnv lets every flag be set as AUTOX_<FLAG> (dashes become underscores);
+// a flag given on the command line wins.
+func bindEnv(fs *pflag.FlagSet) error {
+	var errs []error
+	fs.VisitAll(func(f *pflag.Flag) {
+		env := "AUTOX_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok && !f.Changed {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("invalid %s=%q: %w", env, v, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// loadConfig loads the config file; an invalid one is an exit 1 with one line
+// per problem on stderr.
+func loadConfig(cmd *cobra.Command, path string) (*config.Config, error) {
+	if path == "" {
+		return nil, &exitError{1, errors.New("--config is required")}
+	}
+	cfg, err := config.Load(path)
+	var cerr *config.Error
+	if errors.As(err, &cerr) {
+		for _, l := range cerr.Lines() {
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", path, l)
+		}
+		return nil, &exitError{1, fmt.Errorf("%s is not valid: %d problem(s)", path, len(cerr.Problems))}
+	}
+	if err != nil {
+		return nil, &exitError{1, err}
+	}
+	return cfg, nil
+}
+
+func newValidateCommand() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "validate --config FILE",
+		Short: "Check a config file without a cluster; exit 1 with one line per problem",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd.Flags()); err != nil {
+				return err
+			}
+			cfg, err := loadConfig(cmd, path)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s is valid: %d spec(s)\n", path, len(cfg.Specs))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&path, "config", "", "path of the config file")
+	return cmd
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the autox version",
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(cmd.OutOrStdout(), "autox", version)
+		},
+	}
+}
+
+type runFlags struct {
+	config, kubeconfig                     string
+	resync, helmTimeout, shutdownTimeout   time.Duration
+	workers, maxHistory                    int
+	cacheDir, repositoryConfig             string
+	registryConfig, storageDriver          string
+	leaderElect                            bool
+	leaderElectionNamespace, leaderElectID string
+	httpAddr, logLevel, logFormat          string
+}
+
+func newRunCommand() *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run --config FILE",
+		Short: "Keep the releases of the config file in line with their trigger objects",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd.Flags()); err != nil {
+				return err
+			}
+			return run(cmd, f)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.config, "config", "", "path of the config file (mount the whole ConfigMap as a directory, not with subPath)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)")
+	fs.DurationVar(&f.resync, "resync", time.Minute, "period of the pass that reconciles every spec")
+	fs.IntVar(&f.workers, "workers", 4, "specs reconciled in parallel")
+	fs.DurationVar(&f.helmTimeout, "helm-timeout", 5*time.Minute, "bound of one Helm operation")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a stop waits for running Helm operations")
+	fs.IntVar(&f.maxHistory, "max-history", 10, "revisions kept per release")
+	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "chart cache directory")
+	fs.StringVar(&f.repositoryConfig, "repository-config", "", "Helm repositories.yaml with chart repository credentials")
+	fs.StringVar(&f.registryConfig, "registry-config", "", "docker config.json with OCI registry credentials")
+	fs.StringVar(&f.storageDriver, "storage-driver", helmops.DriverSecret, "Helm release storage: secret or configmap")
+	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect one writer among replicas with a Lease")
+	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", defaultLeaseNamespace(), "namespace of the leader election Lease")
+	fs.StringVar(&f.leaderElectID, "leader-election-id", "autox", "name of the leader election Lease")
+	fs.StringVar(&f.httpAddr, "http-addr", ":8080", "address serving /metrics, /healthz and /readyz (empty: off)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or console")
+	return cmd
+}
+
+func defaultCacheDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "autox")
+	}
+	return filepath.Join(os.TempDir(), "autox-cache")
+}
+
+func defaultLeaseNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return "default"
+}
+
+func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil {
+		return zerolog.Nop(), fmt.Errorf("invalid --log-level %q: %w", level, err)
+	}
+	switch format {
+	case "json":
+	case "console":
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+	default:
+		return zerolog.Nop(), fmt.Errorf("invalid --log-format %q: use json or console", format)
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// restConfig follows DESIGN §6: --kubeconfig, else in-cluster, else
+// $KUBECONFIG, else ~/.kube/config.
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	var (
+		cfg *rest.Config
+		err error
+	)
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else if cfg, err = rest.InClusterConfig(); err != nil {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot configure the Kubernetes client: %w", err)
+	}
+	// client-go's default of 5 requests/s would make a pass over many triggers
+	// crawl; the API server's own priority and fairness protects it.
+	cfg.QPS, cfg.Burst = 50, 100
+	cfg.UserAgent = "autox/" + version
+	return cfg, nil
+}
+
+func run(cmd *cobra.Command, f *runFlags) error {
+	log, err := newLogger(cmd.ErrOrStderr(), f.logLevel, f.logFormat)
+	if err != nil {
+		return &exitError{1, err}
+	}
+	cfg, err := loadConfig(cmd, f.config)
+	if err != nil {
+		return err
+	}
+	rc, err := restConfig(f.kubeconfig)
+	if err != nil {
+		return &exitError{1, err}
+	}
+	helm, err := helmops.New(helmops.Options{
+		RESTConfig: rc, StorageDriver: f.storageDriver, Timeout: f.helmTimeout, MaxHistory: f.maxHistory, Log: log,
+	})
+	if err != nil {
+		return &exitError{1, err}
+	}
+	inv, err := helm.NewInventory()
+	if err != nil {
+		return &exitError{1, err}
+	}
+	meta, err := metadata.NewForConfig(rc)
+	if err != nil {
+		return &exitError{1, fmt.Errorf("cannot create metadata client: %w", err)}
+	}
+
+	ctx, stop := signalContext(log)
+	defer stop()
+
+	rec := &triggers.Reconciler{
+		Helm: helm, Charts: helmops.LocalCharts{}, Triggers: triggers.TriggerReader{Client: meta},
+		StaleAfter: f.helmTimeout + 30*time.Second, Now: time.Now, Log: log,
+	}
+	ctrl := triggers.NewController(cfg, triggers.Options{
+		Reconciler: rec, Inventory: inv, Metadata: meta, Workers: f.workers, Resync: f.resync,
+		ShutdownTimeout: f.shutdownTimeout, Log: log,
+	})
+
+	if f.httpAddr != "" {
+		srv, err := serveHTTP(f.httpAddr, ctrl.Ready, log)
+		if err != nil {
+			return &exitError{1, err}
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+
+	log.Info().Str("config", f.config).Int("specs", len(cfg.Specs)).Strs("namespaces", cfg.Namespaces).
+		Str("version", version).Msg("autox starting")
+	if err := ctrl.Run(ctx); err != nil {
+		return &exitError{1, err}
+	}
+	log.Info().Msg("autox stopped")
+	return nil
+}
+
+// signalContext is cancelled by the first SIGINT or SIGTERM; a second one
+// exits at once.
+func signalContext(log zerolog.Logger) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s, ok := <-ch
+		if !ok {
+			return
+		}
+		log.Info().Str("signal", s.String()).Msg("stopping; a second signal exits at once")
+		cancel()
+		if _, ok := <-ch; ok {
+			os.Exit(1)
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		close(ch)
+		cancel()
+	}
+}
+
+// serveHTTP serves metrics and probes. Binding happens before returning so an
+// address in use is a start-up error, not a silent log line.
+func serveHTTP(addr string, ready func() bool, log zerolog.Logger) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("cannot listen on --http-addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.Handler())
+	ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") }
+	mux.HandleFunc("/healthz", ok)
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !ready() {
+			http.Error(w, "not ready: start-up cleanup has not finished", http.StatusServiceUnavailable)
+			return
+		}
+		ok(w, r)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Msg("http server stopped")
+		}
+	}()
+	return srv, nil
+}

@@ -1,0 +1,279 @@
+// Package triggers keeps each spec's releases in line with its trigger object:
+// informers and a periodic pass put spec names on one rate-limited queue,
+// workers take them off one at a time per spec, read the trigger live, decide
+// with the pure Decide function and act through helmops.
+package triggers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/helmops"
+)
+
+// Options configure a Controller.
+type Options struct {
+	Reconciler *Reconciler
+	Inventory  *helmops.Inventory
+	Metadata   metadata.Interface
+	// Workers is how many specs are reconciled in parallel (--workers).
+	Workers int
+	// Resync is the period of the pass that enqueues every spec (--resync).
+	Resync time.Duration
+	// ShutdownTimeout bounds how long a stop waits for running reconciles.
+	ShutdownTimeout time.Duration
+	// RetryBase and RetryMax bound the per-spec backoff after an error.
+	RetryBase, RetryMax time.Duration
+	Log                 zerolog.Logger
+}
+
+// Controller runs informers, the queue, the workers and the periodic pass.
+type Controller struct {
+	opts      Options
+	rec       *Reconciler
+	queue     workqueue.TypedRateLimitingInterface[string]
+	informers *informerSet
+
+	cfg      atomic.Pointer[config.Config]
+	index    atomic.Pointer[triggerIndex]
+	stopping atomic.Bool
+	ready    atomic.Bool
+}
+
+// Ready reports whether start-up cleanup is done and the workers run.
+func (c *Controller) Ready() bool { return c.ready.Load() }
+
+// NewController returns a controller for the initial config cfg. The
+// Reconciler's Config func is set to the controller's config in force.
+func NewController(cfg *config.Config, opts Options) *Controller {
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	if opts.Resync <= 0 {
+		opts.Resync = time.Minute
+	}
+	if opts.RetryBase <= 0 {
+		opts.RetryBase = time.Second
+	}
+	if opts.RetryMax <= 0 {
+		opts.RetryMax = 5 * time.Minute
+	}
+	c := &Controller{opts: opts, rec: opts.Reconciler}
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.RetryBase, opts.RetryMax),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "autox"})
+	c.informers = newInformerSet(opts.Metadata, c.onTriggerEvent, opts.Log)
+	c.cfg.Store(cfg)
+	c.index.Store(buildIndex(cfg))
+	c.rec.Config = c.Config
+	return c
+}
+
+// Config returns the config in force.
+func (c *Controller) Config() *config.Config { return c.cfg.Load() }
+
+// Run cleans up releases of removed specs, then reconciles every spec on
+// informer events and every Resync, until ctx ends. It then starts no new
+// spec, lets running reconciles finish (up to ShutdownTimeout) and returns.
+func (c *Controller) Run(ctx context.Context) error {
+	// Helm operations run on their own context: a stop must not cut a chart
+	// group in half. It is cancelled only when the shutdown timeout runs out.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+
+	c.cleanupOnStart(ctx, workCtx)
+	if ctx.Err() != nil {
+		return nil // stopped before the first pass: nothing was started
+	}
+
+	c.informers.sync(ctx, c.Config())
+	var workers sync.WaitGroup
+	for i := 0; i < c.opts.Workers; i++ {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for c.processNext(workCtx) {
+			}
+		}()
+	}
+
+	c.enqueueAll()
+	c.ready.Store(true)
+	ticker := time.NewTicker(c.opts.Resync)
+	defer ticker.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-ticker.C:
+			c.periodicPass(ctx)
+		}
+	}
+
+	c.opts.Log.Info().Msg("stopping: no new reconcile starts, waiting for running ones")
+	c.stopping.Store(true)
+	c.queue.ShutDown()
+	done := make(chan struct{})
+	go func() { workers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(c.opts.ShutdownTimeout):
+		c.opts.Log.Warn().Dur("shutdownTimeout", c.opts.ShutdownTimeout).Msg("reconciles still running at the shutdown timeout; cancelling them")
+		cancelWork()
+		<-done
+	}
+	c.informers.stopAll()
+	return nil
+}
+
+// cleanupOnStart uninstalls, before the first pass, the releases of specs and
+// release specs the config no longer has (DESIGN §4). It retries until the
+// inventory can be read: starting passes on a cluster we cannot read would
+// only fail too.
+func (c *Controller) cleanupOnStart(ctx, workCtx context.Context) {
+	backoff := wait.Backoff{Duration: c.opts.RetryBase, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: c.opts.RetryMax}
+	for {
+		specs, err := c.orphanSpecs(ctx)
+		if err == nil {
+			for _, name := range specs {
+				// The workers are not running yet, so no other reconcile of
+				// this spec can overlap; an error here is retried by the pass.
+				if err := c.rec.Reconcile(workCtx, name); err != nil {
+					c.queue.AddRateLimited(name)
+				}
+			}
+			return
+		}
+		c.opts.Log.Error().Err(err).Msg("cannot list autox releases for start-up cleanup; retrying")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff.Step()):
+		}
+	}
+}
+
+// orphanSpecs returns the spec names that have releases the config does not
+// want by spec or release spec id.
+func (c *Controller) orphanSpecs(ctx context.Context) ([]string, error) {
+	cfg := c.Config()
+	recs, err := c.opts.Inventory.Managed(ctx, cfg.Namespaces)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range recs {
+		spec := cfg.Specs[r.Spec]
+		if spec != nil && spec.ReleaseSpecs[r.ReleaseSpec] != nil {
+			continue
+		}
+		if !seen[r.Spec] {
+			seen[r.Spec] = true
+			out = append(out, r.Spec)
+		}
+	}
+	return out, nil
+}
+
+// periodicPass enqueues every spec, and every spec name that still has
+// releases the config does not want.
+func (c *Controller) periodicPass(ctx context.Context) {
+	c.enqueueAll()
+	orphans, err := c.orphanSpecs(ctx)
+	if err != nil {
+		c.opts.Log.Error().Err(err).Msg("cannot list autox releases for garbage collection; will retry next pass")
+		return
+	}
+	for _, name := range orphans {
+		c.queue.Add(name)
+	}
+}
+
+func (c *Controller) enqueueAll() {
+	for _, name := range c.Config().SpecNames() {
+		c.queue.Add(name)
+	}
+}
+
+// ApplyConfig puts a new, valid config in force: informers follow its
+// triggers, and every spec the change touches is reconciled — removed specs
+// and release specs uninstall through the same reconcile.
+func (c *Controller) ApplyConfig(ctx context.Context, cfg *config.Config) config.Changes {
+	old := c.cfg.Swap(cfg)
+	c.index.Store(buildIndex(cfg))
+	changes := config.Diff(old, cfg)
+	c.informers.sync(ctx, cfg)
+	touched := append(append(append([]string{}, changes.RemovedSpecs...), changes.AddedSpecs...), changes.ChangedSpecs...)
+	for _, r := range changes.RemovedReleaseSpecs {
+		touched = append(touched, r.Spec)
+	}
+	for _, name := range touched {
+		c.queue.Add(name)
+	}
+	return changes
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	name, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(name)
+	if c.stopping.Load() {
+		return true // stopping: drain without starting anything
+	}
+	err := c.rec.Reconcile(ctx, name)
+	switch {
+	case err == nil:
+		c.queue.Forget(name)
+	case errors.Is(err, context.Canceled) && c.stopping.Load():
+	default:
+		c.queue.AddRateLimited(name)
+	}
+	return true
+}
+
+func (c *Controller) onTriggerEvent(key triggerKey) {
+	for _, spec := range c.index.Load().specs[key] {
+		c.queue.Add(spec)
+	}
+}
+
+// triggerKey identifies a trigger object; the API version is not part of it.
+type triggerKey struct {
+	Group, Resource, Namespace, Name string
+}
+
+func keyOf(t config.Trigger) triggerKey {
+	return triggerKey{Group: t.Group, Resource: t.Resource, Namespace: t.Namespace, Name: t.Name}
+}
+
+// triggerIndex maps trigger objects to the specs that name them.
+type triggerIndex struct {
+	specs map[triggerKey][]string
+}
+
+func buildIndex(cfg *config.Config) *triggerIndex {
+	idx := &triggerIndex{specs: map[triggerKey][]string{}}
+	for _, name := range cfg.SpecNames() {
+		k := keyOf(cfg.Specs[name].Trigger)
+		idx.specs[k] = append(idx.specs[k], name)
+	}
+	return idx
+}
+
+func (k triggerKey) String() string {
+	return fmt.Sprintf("%s.%s %s/%s", k.Resource, k.Group, k.Namespace, k.Name)
+}

@@ -1,0 +1,127 @@
+package triggers
+
+import (
+	"context"
+	"sync"
+
+	"github.com/rs/zerolog"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/autox-dev/autox/config"
+)
+
+// informerKey is one (resource, namespace) watched; several triggers share it.
+type informerKey struct {
+	GVR       schema.GroupVersionResource
+	Namespace string
+}
+
+type runningInformer struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// informerSet runs one metadata-only informer per (GVR, namespace) that the
+// config's triggers use. Informers are hints: their events only enqueue spec
+// names, and their caches are never read to decide anything.
+type informerSet struct {
+	client  metadata.Interface
+	onEvent func(triggerKey)
+	log     zerolog.Logger
+
+	mu      sync.Mutex
+	running map[informerKey]*runningInformer
+}
+
+func newInformerSet(client metadata.Interface, onEvent func(triggerKey), log zerolog.Logger) *informerSet {
+	return &informerSet{client: client, onEvent: onEvent, log: log, running: map[informerKey]*runningInformer{}}
+}
+
+// sync starts the informers cfg needs and stops those it no longer needs.
+func (s *informerSet) sync(ctx context.Context, cfg *config.Config) {
+	need := map[informerKey]bool{}
+	for _, spec := range cfg.Specs {
+		need[informerKey{GVR: GVR(spec.Trigger), Namespace: spec.Trigger.Namespace}] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, ri := range s.running {
+		if !need[k] {
+			ri.cancel()
+			<-ri.done
+			delete(s.running, k)
+			s.log.Info().Str("resource", k.GVR.String()).Str("namespace", k.Namespace).Msg("informer stopped")
+		}
+	}
+	for k := range need {
+		if _, ok := s.running[k]; ok {
+			continue
+		}
+		s.running[k] = s.start(ctx, k)
+		s.log.Info().Str("resource", k.GVR.String()).Str("namespace", k.Namespace).Msg("informer started")
+	}
+}
+
+func (s *informerSet) start(ctx context.Context, k informerKey) *runningInformer {
+	ictx, cancel := context.WithCancel(ctx)
+	// No resync: the periodic pass re-reads everything live anyway.
+	inf := metadatainformer.NewFilteredMetadataInformer(s.client, k.GVR, k.Namespace, 0, cache.Indexers{}, nil).Informer()
+	group, resource := k.GVR.Group, k.GVR.Resource
+	emit := func(obj interface{}) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		m, ok := obj.(*metav1.PartialObjectMetadata)
+		if !ok {
+			return
+		}
+		s.onEvent(triggerKey{Group: group, Resource: resource, Namespace: m.Namespace, Name: m.Name})
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: emit,
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			// Most updates of a Deployment are status changes; only label
+			// changes can change what autox wants. The periodic pass covers
+			// anything an event filter could miss.
+			o, ok1 := oldObj.(*metav1.PartialObjectMetadata)
+			n, ok2 := newObj.(*metav1.PartialObjectMetadata)
+			if ok1 && ok2 && labelsEqual(o.Labels, n.Labels) && (o.DeletionTimestamp == nil) == (n.DeletionTimestamp == nil) {
+				return
+			}
+			emit(newObj)
+		},
+		DeleteFunc: emit,
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		inf.RunWithContext(ictx)
+	}()
+	return &runningInformer{cancel: cancel, done: done}
+}
+
+func (s *informerSet) stopAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, ri := range s.running {
+		ri.cancel()
+		<-ri.done
+		delete(s.running, k)
+	}
+}
+
+func labelsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,268 @@
+package triggers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+	"helm.sh/helm/v3/pkg/chart"
+
+	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/helmops"
+)
+
+// Helm is the part of helmops.Manager that reconcile uses.
+type Helm interface {
+	SpecReleases(ctx context.Context, namespaces []string, spec string) ([]*helmops.Release, error)
+	Lookup(ctx context.Context, namespace, name string) (*helmops.Release, error)
+	Install(ctx context.Context, d helmops.Desired) (int, error)
+	Upgrade(ctx context.Context, d helmops.Desired) (int, error)
+	Reinstall(ctx context.Context, d helmops.Desired) (int, error)
+	Uninstall(ctx context.Context, namespace, name string) error
+	Rollback(ctx context.Context, namespace, name string, toRevision int) error
+}
+
+// Triggers reads trigger objects live.
+type Triggers interface {
+	Get(ctx context.Context, t config.Trigger) (Observation, error)
+}
+
+// Step is one decided action for one release: a line of `autox plan`, and
+// what Reconcile then does.
+type Step struct {
+	Action      Action `json:"action"`
+	Spec        string `json:"spec"`
+	ReleaseSpec string `json:"releaseSpec"`
+	Release     string `json:"release"`
+	Namespace   string `json:"namespace"`
+	Reason      string `json:"reason"`
+	// Revision is the release's current revision, 0 when there is none.
+	Revision int `json:"revision,omitempty"`
+
+	desired       *helmops.Desired
+	rollbackTo    int
+	releaseExists bool
+}
+
+// Changes reports whether the step would make a Helm write.
+func (s Step) Changes() bool {
+	switch s.Action {
+	case ActionNone, ActionConflict, ActionWait:
+		return false
+	}
+	return true
+}
+
+// Reconciler decides and applies the releases of one spec at a time. It holds
+// no per-spec state: every call starts from a live read of the cluster.
+type Reconciler struct {
+	Helm     Helm
+	Charts   helmops.ChartSource
+	Triggers Triggers
+	// Config returns the config in force; it changes on reload.
+	Config func() *config.Config
+	// StaleAfter is how old a pending release must be before it is unlocked:
+	// --helm-timeout plus a grace period (DESIGN §5).
+	StaleAfter time.Duration
+	// Now is the clock; tests inject one.
+	Now func() time.Time
+	Log zerolog.Logger
+}
+
+// ErrStepFailed marks a failure of one release spec; the others went ahead.
+var ErrStepFailed = errors.New("release step failed")
+
+// Plan reads the cluster and decides, changing nothing. Steps come in the
+// order they are applied: removals first, then release specs by id. An error
+// returned with steps is the failure of some release specs only; an error
+// without steps means nothing could be decided (e.g. the trigger read failed).
+func (r *Reconciler) Plan(ctx context.Context, specName string) ([]Step, error) {
+	cfg := r.Config()
+	spec := cfg.Specs[specName]
+	current, err := r.Helm.SpecReleases(ctx, cfg.Namespaces, specName)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read releases of spec %s: %w", specName, err)
+	}
+
+	state, triggerReason := TriggerSpecRemoved, "spec removed from config"
+	var obs Observation
+	if spec != nil {
+		obs, err = r.Triggers.Get(ctx, spec.Trigger)
+		if err != nil {
+			return nil, err
+		}
+		state, triggerReason = Evaluate(spec.Trigger, obs)
+	}
+
+	var steps []Step
+	var errs []error
+	// Releases of this spec that no release spec wants under that name and
+	// namespace: the release spec was removed, renamed or moved.
+	for _, rel := range current {
+		var rs *config.ReleaseSpec
+		if spec != nil {
+			rs = spec.ReleaseSpecs[rel.ReleaseSpec]
+		}
+		if rs != nil && rs.ReleaseName == rel.Name && rs.Namespace == rel.Namespace {
+			continue
+		}
+		reason := triggerReason
+		if spec != nil {
+			reason = "release spec removed from config"
+			if rs != nil {
+				reason = "release spec now wants " + rs.Namespace + "/" + rs.ReleaseName
+			}
+		}
+		relState, stateReason, _ := ClassifyRelease(rel, rel.Spec, rel.ReleaseSpec, nil, r.Now(), r.StaleAfter)
+		action := Decide(TriggerSpecRemoved, relState, config.OnChangeUpgrade)
+		if action == ActionWait {
+			reason = stateReason
+		}
+		steps = append(steps, Step{Action: action, Spec: specName, ReleaseSpec: rel.ReleaseSpec, Release: rel.Name,
+			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, releaseExists: true})
+	}
+	if spec == nil {
+		return steps, nil
+	}
+
+	for _, id := range spec.ReleaseSpecIDs() {
+		rs := spec.ReleaseSpecs[id]
+		step, err := r.planReleaseSpec(ctx, specName, id, rs, spec.Trigger, state, triggerReason, obs, current)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: release spec %s (release %s/%s): %w", ErrStepFailed, id, rs.Namespace, rs.ReleaseName, err))
+			continue
+		}
+		steps = append(steps, step)
+	}
+	return steps, errors.Join(errs...)
+}
+
+func (r *Reconciler) planReleaseSpec(ctx context.Context, specName, id string, rs *config.ReleaseSpec, trig config.Trigger,
+	state TriggerState, triggerReason string, obs Observation, current []*helmops.Release) (Step, error) {
+	step := Step{Spec: specName, ReleaseSpec: id, Release: rs.ReleaseName, Namespace: rs.Namespace}
+
+	var rel *helmops.Release
+	for _, c := range current {
+		if c.Name == rs.ReleaseName && c.Namespace == rs.Namespace {
+			rel = c
+		}
+	}
+	if rel == nil {
+		// Not ours under this spec: is the name taken by someone else?
+		other, err := r.Helm.Lookup(ctx, rs.Namespace, rs.ReleaseName)
+		if err != nil {
+			return step, err
+		}
+		rel = other
+	}
+	if rel != nil {
+		step.Revision = rel.Revision
+		step.releaseExists = true
+		step.rollbackTo = rel.LastDeployedRevision
+	}
+
+	var want *Want
+	if state.Wanted() {
+		ch, err := r.Charts.Load(ctx, rs.Chart, r.Config().Dir)
+		if err != nil {
+			return step, err
+		}
+		values := DesiredValues(rs, trig, obs.Labels)
+		want = &Want{Spec: specName, ReleaseSpec: id, ChartName: chartName(ch), ChartVersion: chartVersion(ch), Values: values}
+		step.desired = &helmops.Desired{Spec: specName, ReleaseSpec: id, Name: rs.ReleaseName, Namespace: rs.Namespace, Chart: ch, Values: values}
+	}
+	relState, relReason, err := ClassifyRelease(rel, specName, id, want, r.Now(), r.StaleAfter)
+	if err != nil {
+		return step, err
+	}
+	step.Action = Decide(state, relState, rs.OnChange)
+	switch step.Action {
+	case ActionUninstall:
+		step.Reason = triggerReason
+	case ActionInstall:
+		step.Reason = triggerReason + ", release not found"
+	default:
+		step.Reason = relReason
+	}
+	return step, nil
+}
+
+func chartName(c *chart.Chart) string {
+	if c.Metadata == nil {
+		return ""
+	}
+	return c.Metadata.Name
+}
+
+func chartVersion(c *chart.Chart) string {
+	if c.Metadata == nil {
+		return ""
+	}
+	return c.Metadata.Version
+}
+
+// Reconcile plans one spec and applies the plan. A failing release step does
+// not stop the others; the returned error (if any) makes the caller retry the
+// spec with backoff, and the retry starts again from a live read.
+func (r *Reconciler) Reconcile(ctx context.Context, specName string) error {
+	start := time.Now()
+	steps, planErr := r.Plan(ctx, specName)
+	if planErr != nil && len(steps) == 0 {
+		r.Log.Error().Err(planErr).Str("spec", specName).Msg("cannot decide; nothing changed")
+		return planErr
+	}
+	errs := []error{planErr}
+	for _, s := range steps {
+		if err := r.apply(ctx, s); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", ErrStepFailed, err))
+		}
+	}
+	err := errors.Join(errs...)
+	ev := r.Log.Debug()
+	if err != nil {
+		ev = r.Log.Error().Err(err)
+	}
+	ev.Str("spec", specName).Dur("duration", time.Since(start)).Int("releases", len(steps)).Msg("spec reconciled")
+	return err
+}
+
+func (r *Reconciler) apply(ctx context.Context, s Step) error {
+	log := r.Log.With().Str("spec", s.Spec).Str("releaseSpec", s.ReleaseSpec).Str("release", s.Release).
+		Str("namespace", s.Namespace).Str("action", string(s.Action)).Str("reason", s.Reason).Logger()
+	start := time.Now()
+	var (
+		rev int
+		err error
+	)
+	switch s.Action {
+	case ActionNone:
+		return nil
+	case ActionWait:
+		log.Info().Int("revision", s.Revision).Msg("release is locked by another operation; waiting")
+		return nil
+	case ActionConflict:
+		log.Warn().Msg("release name taken by a release autox does not own; leaving it alone")
+		return nil
+	case ActionInstall:
+		rev, err = r.Helm.Install(ctx, *s.desired)
+	case ActionUpgrade:
+		rev, err = r.Helm.Upgrade(ctx, *s.desired)
+	case ActionReinstall:
+		rev, err = r.Helm.Reinstall(ctx, *s.desired)
+	case ActionUninstall:
+		err = r.Helm.Uninstall(ctx, s.Namespace, s.Release)
+	case ActionRollback:
+		err = r.Helm.Rollback(ctx, s.Namespace, s.Release, s.rollbackTo)
+		rev = s.Revision + 1
+	default:
+		return fmt.Errorf("unknown action %q", s.Action)
+	}
+	ev := log.Info()
+	if err != nil {
+		ev = log.Error().Err(err)
+	}
+	ev.Int("revision", rev).Dur("duration", time.Since(start)).Msg("release " + string(s.Action))
+	return err
+}
