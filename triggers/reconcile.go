@@ -253,6 +253,7 @@ func (r *Reconciler) apply(ctx context.Context, s Step) error {
 		rev, err = r.Helm.Reinstall(ctx, *s.desired)
 	case ActionUninstall:
 		err = r.Helm.Uninstall(ctx, s.Namespace, s.Release)
+		rev = s.Revision
 	case ActionRollback:
 		err = r.Helm.Rollback(ctx, s.Namespace, s.Release, s.rollbackTo)
 		rev = s.Revision + 1

@@ -1,0 +1,427 @@
+package triggers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"text/template"
+	"time"
+
+	"github.com/rs/zerolog"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/release"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/metadata"
+
+	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/testenv"
+)
+
+var cluster *testenv.Cluster
+
+func TestMain(m *testing.M) {
+	c, err := testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cluster = c
+	code := m.Run()
+	if err := c.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop control plane:", err)
+	}
+	os.Exit(code)
+}
+
+const patience = 60 * time.Second // a bound for a broken build, not a performance goal
+
+// harness runs the real controller in process against the test API server.
+type harness struct {
+	t      *testing.T
+	ns     string
+	dir    string
+	helm   *helmops.Manager
+	ctrl   *Controller
+	stop   context.CancelFunc
+	done   chan error
+	cfg    *config.Config
+	charts string
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := helmops.New(helmops.Options{RESTConfig: cluster.Config, Timeout: time.Minute, MaxHistory: 10, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{t: t, ns: cluster.Namespace(t), dir: t.TempDir(), helm: m, charts: filepath.Join(root, "testdata", "charts")}
+}
+
+// config renders a config template ({{.NS}}, {{.Charts}}) and loads it for real.
+func (h *harness) config(text string) *config.Config {
+	h.t.Helper()
+	var b strings.Builder
+	if err := template.Must(template.New("c").Parse(text)).Execute(&b, map[string]string{"NS": h.ns, "Charts": h.charts}); err != nil {
+		h.t.Fatal(err)
+	}
+	p := filepath.Join(h.dir, "config.yaml")
+	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+	cfg, err := config.Load(p)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return cfg
+}
+
+func (h *harness) start(cfg *config.Config, resync time.Duration) {
+	h.t.Helper()
+	meta, err := metadata.NewForConfig(cluster.Config)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	inv, err := h.helm.NewInventory()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	log := zerolog.New(zerolog.NewTestWriter(h.t)).Level(zerolog.InfoLevel)
+	rec := &Reconciler{Helm: h.helm, Charts: helmops.LocalCharts{}, Triggers: TriggerReader{Client: meta},
+		StaleAfter: time.Minute + 30*time.Second, Now: time.Now, Log: log}
+	h.ctrl = NewController(cfg, Options{Reconciler: rec, Inventory: inv, Metadata: meta, Workers: 2, Resync: resync,
+		ShutdownTimeout: 30 * time.Second, RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Log: log})
+	ctx, cancel := context.WithCancel(context.Background())
+	h.stop, h.done = cancel, make(chan error, 1)
+	go func() { h.done <- h.ctrl.Run(ctx) }()
+	h.t.Cleanup(h.halt)
+}
+
+// halt stops the controller and waits for Run to return.
+func (h *harness) halt() {
+	if h.stop == nil {
+		return
+	}
+	h.stop()
+	if err := <-h.done; err != nil {
+		h.t.Errorf("Run returned %v", err)
+	}
+	h.stop = nil
+}
+
+func (h *harness) deployment(name string, labels map[string]string) {
+	h.t.Helper()
+	one := int32(1)
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}},
+			},
+		},
+	}
+	if _, err := cluster.Client.AppsV1().Deployments(h.ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) relabel(name string, labels map[string]string) {
+	h.t.Helper()
+	ctx := context.Background()
+	d, err := cluster.Client.AppsV1().Deployments(h.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	d.Labels = labels
+	if _, err := cluster.Client.AppsV1().Deployments(h.ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) release(name string) *helmops.Release {
+	h.t.Helper()
+	r, err := h.helm.Lookup(context.Background(), h.ns, name)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return r
+}
+
+func (h *harness) waitRelease(name string, what string, cond func(r *helmops.Release) bool) *helmops.Release {
+	h.t.Helper()
+	var r *helmops.Release
+	testenv.Eventually(h.t, patience, "release "+name+" "+what, func() (bool, error) {
+		var err error
+		r, err = h.helm.Lookup(context.Background(), h.ns, name)
+		return err == nil && cond(r), err
+	})
+	return r
+}
+
+func deployedAt(rev int) func(r *helmops.Release) bool {
+	return func(r *helmops.Release) bool {
+		return r != nil && r.Status == release.StatusDeployed && r.Revision == rev
+	}
+}
+
+func gone(r *helmops.Release) bool { return r == nil }
+
+func v(version string) map[string]string {
+	return map[string]string{"app.kubernetes.io/version": version, "team": "x"}
+}
+
+const twoReleases = `
+namespaces: [{{.NS}}]
+specs:
+  web:
+    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
+    releaseSpecs:
+      hello:
+        chart: {path: {{.Charts}}/hello}
+        values: {greeting: hi, tasks: [ready, http]}
+      job:
+        chart: {path: {{.Charts}}/job}
+        onChange: reinstall
+        values: {message: go}
+`
+
+func TestLifecycleOfOneTrigger(t *testing.T) {
+	h := newHarness(t)
+	h.deployment("web", v("1.0.0"))
+	h.start(h.config(twoReleases), time.Hour)
+
+	hello := h.waitRelease("web-hello", "installed", deployedAt(1))
+	job := h.waitRelease("web-job", "installed", deployedAt(1))
+	wantTrigger := map[string]interface{}{"autox": InjectedValues(config.Trigger{Group: "apps", Version: "v1", Resource: "deployments",
+		Name: "web", Namespace: h.ns, Labels: []string{"app.kubernetes.io/version"}}, v("1.0.0")),
+		"greeting": "hi", "tasks": []interface{}{"ready", "http"}}
+	if d, _ := helmops.ValuesDiff(wantTrigger, hello.Values); d != "" {
+		t.Errorf("hello values differ at %s: %v", d, hello.Values)
+	}
+	if hello.Spec != "web" || hello.ReleaseSpec != "hello" {
+		t.Errorf("labels: %+v", hello)
+	}
+	cm, err := cluster.Client.CoreV1().ConfigMaps(h.ns).Get(context.Background(), "web-hello", metav1.GetOptions{})
+	if err != nil || !strings.Contains(cm.Data["trigger"], `"app.kubernetes.io/version":"1.0.0"`) || strings.Contains(cm.Data["trigger"], "team") {
+		t.Errorf("rendered trigger values: %q %v", cm.Data["trigger"], err)
+	}
+
+	// A new version: upgrade (revision 2) for onChange upgrade, a fresh
+	// install for onChange reinstall (revision 1 again, first deployed later).
+	h.relabel("web", v("2.0.0"))
+	h.waitRelease("web-hello", "upgraded", deployedAt(2))
+	job2 := h.waitRelease("web-job", "reinstalled", func(r *helmops.Release) bool {
+		return r != nil && r.Status == release.StatusDeployed && r.FirstDeployed.After(job.FirstDeployed)
+	})
+	if job2.Revision != 1 {
+		t.Errorf("reinstalled job revision = %d, want 1", job2.Revision)
+	}
+
+	// A label change autox does not watch changes nothing.
+	h.relabel("web", map[string]string{"app.kubernetes.io/version": "2.0.0", "team": "y"})
+	time.Sleep(time.Second)
+	if r := h.release("web-hello"); r.Revision != 2 {
+		t.Errorf("an unwatched label change made revision %d", r.Revision)
+	}
+
+	// Label removed: everything goes.
+	h.relabel("web", map[string]string{"team": "y"})
+	h.waitRelease("web-hello", "uninstalled", gone)
+	h.waitRelease("web-job", "uninstalled", gone)
+
+	// Label back, then the object deleted.
+	h.relabel("web", v("3.0.0"))
+	h.waitRelease("web-hello", "installed again", deployedAt(1))
+	if err := cluster.Client.AppsV1().Deployments(h.ns).Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitRelease("web-hello", "uninstalled after delete", gone)
+	h.waitRelease("web-job", "uninstalled after delete", gone)
+}
+
+func TestRestartsChangeNothing(t *testing.T) {
+	h := newHarness(t)
+	h.deployment("web", v("1.0.0"))
+	cfg := h.config(twoReleases)
+	h.start(cfg, time.Hour)
+	h.waitRelease("web-hello", "installed", deployedAt(1))
+	h.waitRelease("web-job", "installed", deployedAt(1))
+	h.halt()
+	before := h.release("web-job").FirstDeployed
+
+	for i := 0; i < 5; i++ {
+		h.start(cfg, time.Hour)
+		testenv.Eventually(t, patience, "controller ready", func() (bool, error) { return h.ctrl.Ready(), nil })
+		// Let the first pass run to completion: the queue drains to empty.
+		testenv.Eventually(t, patience, "first pass done", func() (bool, error) { return h.ctrl.queue.Len() == 0, nil })
+		time.Sleep(500 * time.Millisecond)
+		h.halt()
+	}
+	if r := h.release("web-hello"); r.Revision != 1 {
+		t.Errorf("web-hello revision after 5 restarts = %d, want 1", r.Revision)
+	}
+	if r := h.release("web-job"); r.Revision != 1 || !r.FirstDeployed.Equal(before) {
+		t.Errorf("web-job after 5 restarts: revision %d, first deployed %v (was %v)", r.Revision, r.FirstDeployed, before)
+	}
+
+	// A restart with the spec gone uninstalls its releases before the first pass.
+	h.start(h.config("namespaces: ["+h.ns+"]\nspecs: {}\n"), time.Hour)
+	h.waitRelease("web-hello", "uninstalled by start-up cleanup", gone)
+	h.waitRelease("web-job", "uninstalled by start-up cleanup", gone)
+}
+
+func TestLiveConfigChange(t *testing.T) {
+	h := newHarness(t)
+	h.deployment("web", v("1.0.0"))
+	h.start(h.config(twoReleases), time.Hour)
+	h.waitRelease("web-hello", "installed", deployedAt(1))
+	h.waitRelease("web-job", "installed", deployedAt(1))
+
+	// Drop one release spec and change the other's values.
+	ch := h.ctrl.ApplyConfig(context.Background(), h.config(`
+namespaces: [{{.NS}}]
+specs:
+  web:
+    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
+    releaseSpecs:
+      hello:
+        chart: {path: {{.Charts}}/hello-v2}
+        values: {greeting: hey}
+`))
+	if len(ch.RemovedReleaseSpecs) != 1 || len(ch.ChangedSpecs) != 1 {
+		t.Errorf("changes = %+v", ch)
+	}
+	h.waitRelease("web-job", "uninstalled", gone)
+	r := h.waitRelease("web-hello", "upgraded", deployedAt(2))
+	if r.ChartVersion != "0.2.0" {
+		t.Errorf("chart version = %s", r.ChartVersion)
+	}
+
+	// Drop the whole spec.
+	h.ctrl.ApplyConfig(context.Background(), h.config("namespaces: ["+h.ns+"]\nspecs: {}\n"))
+	h.waitRelease("web-hello", "uninstalled", gone)
+}
+
+// foreignInstall installs a release the way a person with the helm CLI would:
+// without autox's labels.
+func foreignInstall(t *testing.T, ns, name, chartPath string) {
+	t.Helper()
+	cfg := &action.Configuration{}
+	flags := genericclioptions.NewConfigFlags(false)
+	kc := cluster.Kubeconfig
+	flags.KubeConfig, flags.Namespace = &kc, &ns
+	if err := cfg.Init(flags, ns, "secret", func(string, ...interface{}) {}); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := loader.Load(chartPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := action.NewInstall(cfg)
+	in.ReleaseName, in.Namespace = name, ns
+	if _, err := in.Run(ch, map[string]interface{}{"greeting": "mine"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConflictAndFailureIsolation(t *testing.T) {
+	h := newHarness(t)
+	foreignInstall(t, h.ns, "web-hello", filepath.Join(h.charts, "hello"))
+	h.deployment("web", v("1.0.0"))
+	h.start(h.config(`
+namespaces: [{{.NS}}]
+specs:
+  web:
+    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
+    releaseSpecs:
+      hello: {chart: {path: {{.Charts}}/hello}}
+      broken: {chart: {path: {{.Charts}}/broken}}
+      missing: {chart: {path: {{.Charts}}/does-not-exist}}
+      ok: {chart: {path: {{.Charts}}/hello}}
+`), 500*time.Millisecond)
+	h.waitRelease("web-ok", "installed despite its failing siblings", deployedAt(1))
+
+	// Several passes later the foreign release is untouched and the broken
+	// chart's failed install is retried, never turning into anything else.
+	time.Sleep(3 * time.Second)
+	r := h.release("web-hello")
+	if r == nil || r.Managed() || r.Revision != 1 {
+		t.Errorf("foreign release changed: %+v", r)
+	}
+	if b := h.release("web-broken"); b != nil && b.Status == release.StatusDeployed {
+		t.Errorf("broken chart deployed: %+v", b)
+	}
+	if r := h.release("web-ok"); r.Revision != 1 {
+		t.Errorf("web-ok revision %d after failing siblings were retried", r.Revision)
+	}
+}
+
+func TestDriftIsCorrected(t *testing.T) {
+	h := newHarness(t)
+	h.deployment("web", v("1.0.0"))
+	h.start(h.config(`
+namespaces: [{{.NS}}]
+specs:
+  web:
+    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
+    releaseSpecs:
+      hello: {chart: {path: {{.Charts}}/hello}, values: {greeting: hi}}
+`), time.Second)
+	r := h.waitRelease("web-hello", "installed", deployedAt(1))
+
+	// Someone upgrades the release behind autox's back, keeping the labels.
+	ch, err := helmops.LocalCharts{}.Load(context.Background(), config.Chart{Path: "hello"}, h.charts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := map[string]interface{}{}
+	for k, val := range r.Values {
+		vals[k] = val
+	}
+	vals["greeting"] = "changed"
+	if _, err := h.helm.Upgrade(context.Background(), helmops.Desired{Spec: "web", ReleaseSpec: "hello", Name: "web-hello", Namespace: h.ns, Chart: ch, Values: vals}); err != nil {
+		t.Fatal(err)
+	}
+	// The next periodic pass puts the declared values back.
+	r = h.waitRelease("web-hello", "corrected", deployedAt(3))
+	if r.Values["greeting"] != "hi" {
+		t.Errorf("greeting = %v", r.Values["greeting"])
+	}
+}
+
+func TestTriggerReadErrorsChangeNothing(t *testing.T) {
+	h := newHarness(t)
+	// The release exists; then the spec's trigger names a resource the API
+	// server does not serve. A 404 for the resource is not "object not found".
+	h.deployment("web", v("1.0.0"))
+	cfg := h.config(twoReleases)
+	h.start(cfg, time.Hour)
+	h.waitRelease("web-hello", "installed", deployedAt(1))
+	h.halt()
+
+	h.start(h.config(strings.Replace(twoReleases, "group: apps, version: v1, resource: deployments", "group: example.com, version: v1, resource: widgets", 1)), 300*time.Millisecond)
+	time.Sleep(3 * time.Second)
+	if r := h.release("web-hello"); r == nil || r.Revision != 1 {
+		t.Fatalf("release changed although the trigger could not be read: %+v", r)
+	}
+
+	_, err := TriggerReader{Client: metadata.NewForConfigOrDie(cluster.Config)}.Get(context.Background(),
+		config.Trigger{Group: "example.com", Version: "v1", Resource: "widgets", Name: "web", Namespace: h.ns})
+	if err == nil {
+		t.Fatal("reading an unserved resource must be an error, not NotFound")
+	}
+}
