@@ -1,0 +1,310 @@
+// Package e2e runs the built autox binary as a process against the real
+// kube-apiserver, as a user would, and checks the releases it leaves.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"text/template"
+	"time"
+
+	"github.com/rs/zerolog"
+	"helm.sh/helm/v3/pkg/release"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/testenv"
+)
+
+var (
+	cluster *testenv.Cluster
+	autox   string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "autox-e2e-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		if autox, err = testenv.BuildAutox(dir, "e2e"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if cluster, err = testenv.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer func() {
+			if err := cluster.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "stop control plane:", err)
+			}
+		}()
+		return m.Run()
+	}())
+}
+
+const patience = 60 * time.Second // a bound for a broken build, not a performance goal
+
+type env struct {
+	t      *testing.T
+	ns     string
+	dir    string
+	charts string
+	helm   *helmops.Manager
+}
+
+func newEnv(t *testing.T) *env {
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := helmops.New(helmops.Options{RESTConfig: cluster.Config, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, ns: cluster.Namespace(t), dir: t.TempDir(), charts: filepath.Join(root, "testdata", "charts"), helm: m}
+}
+
+// writeConfig renders a config template ({{.NS}}, {{.Charts}}) to config.yaml.
+func (e *env) writeConfig(text string) string {
+	e.t.Helper()
+	var b strings.Builder
+	if err := template.Must(template.New("c").Parse(text)).Execute(&b, map[string]string{"NS": e.ns, "Charts": e.charts}); err != nil {
+		e.t.Fatal(err)
+	}
+	p := filepath.Join(e.dir, "config.yaml")
+	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+func (e *env) run(config string, extra ...string) *testenv.Process {
+	args := append([]string{"run", "--config", config, "--kubeconfig", cluster.Kubeconfig, "--resync", "2s",
+		"--http-addr", "127.0.0.1:0", "--leader-elect=false", "--log-level", "debug"}, extra...)
+	return testenv.StartProcess(e.t, autox, args...)
+}
+
+func (e *env) deployment(name string, labels map[string]string) {
+	e.t.Helper()
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}},
+			},
+		},
+	}
+	if _, err := cluster.Client.AppsV1().Deployments(e.ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) relabel(name string, labels map[string]string) {
+	e.t.Helper()
+	ctx := context.Background()
+	d, err := cluster.Client.AppsV1().Deployments(e.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	d.Labels = labels
+	if _, err := cluster.Client.AppsV1().Deployments(e.ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) release(name string) *helmops.Release {
+	e.t.Helper()
+	r, err := e.helm.Lookup(context.Background(), e.ns, name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+func (e *env) waitRelease(name, what string, cond func(*helmops.Release) bool) *helmops.Release {
+	e.t.Helper()
+	var r *helmops.Release
+	testenv.Eventually(e.t, patience, name+" "+what, func() (bool, error) {
+		var err error
+		r, err = e.helm.Lookup(context.Background(), e.ns, name)
+		return err == nil && cond(r), err
+	})
+	return r
+}
+
+func deployedAt(rev int) func(*helmops.Release) bool {
+	return func(r *helmops.Release) bool { return r != nil && r.Status == release.StatusDeployed && r.Revision == rev }
+}
+
+func gone(r *helmops.Release) bool { return r == nil }
+
+func version(v string) map[string]string { return map[string]string{"app.kubernetes.io/version": v} }
+
+const webConfig = `
+namespaces: [{{.NS}}]
+specs:
+  web:
+    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
+    releaseSpecs:
+      hello:
+        chart: {path: {{.Charts}}/hello}
+        values: {greeting: hi}
+      job:
+        chart: {path: {{.Charts}}/job}
+        onChange: reinstall
+  api:
+    trigger: {version: v1, resource: configmaps, name: api, namespace: {{.NS}}}
+    releaseSpecs:
+      hello:
+        chart: {path: {{.Charts}}/hello}
+`
+
+func TestBinaryLifecycle(t *testing.T) {
+	e := newEnv(t)
+	e.deployment("web", version("1.0.0"))
+	cfg := e.writeConfig(webConfig)
+	p := e.run(cfg)
+
+	hello := e.waitRelease("web-hello", "installed", deployedAt(1))
+	if hello.Values["greeting"] != "hi" {
+		t.Errorf("declared values missing: greeting = %v", hello.Values["greeting"])
+	}
+	trig, _ := hello.Values["autox"].(map[string]interface{})["trigger"].(map[string]interface{})
+	if trig["name"] != "web" || trig["resource"] != "deployments" || trig["labels"].(map[string]interface{})["app.kubernetes.io/version"] != "1.0.0" {
+		t.Errorf("autox.trigger values = %v", trig)
+	}
+	job := e.waitRelease("web-job", "installed", deployedAt(1))
+
+	e.relabel("web", version("2.0.0"))
+	e.waitRelease("web-hello", "upgraded", deployedAt(2))
+	e.waitRelease("web-job", "reinstalled", func(r *helmops.Release) bool {
+		return r != nil && r.Revision == 1 && r.Status == release.StatusDeployed && r.FirstDeployed.After(job.FirstDeployed)
+	})
+
+	e.relabel("web", nil)
+	e.waitRelease("web-hello", "uninstalled after the label went", gone)
+	e.waitRelease("web-job", "uninstalled after the label went", gone)
+
+	e.relabel("web", version("3.0.0"))
+	e.waitRelease("web-hello", "installed again", deployedAt(1))
+	if err := cluster.Client.AppsV1().Deployments(e.ns).Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRelease("web-hello", "uninstalled after the delete", gone)
+	e.waitRelease("web-job", "uninstalled after the delete", gone)
+
+	if code := p.Stop(patience); code != 0 {
+		t.Fatalf("SIGTERM: exit code %d, want 0", code)
+	}
+	if e.release("api-hello") != nil {
+		t.Error("a spec whose trigger never existed got a release")
+	}
+}
+
+func TestBinaryRestarts(t *testing.T) {
+	e := newEnv(t)
+	e.deployment("web", version("1.0.0"))
+	cfg := e.writeConfig(webConfig)
+	p := e.run(cfg)
+	e.waitRelease("web-hello", "installed", deployedAt(1))
+	first := e.waitRelease("web-job", "installed", deployedAt(1))
+	p.Stop(patience)
+
+	for i := 0; i < 5; i++ {
+		p := e.run(cfg)
+		// Two resync periods: the start pass and one periodic pass.
+		testenv.Eventually(t, patience, "a pass after restart", func() (bool, error) {
+			return strings.Count(p.Output(), `"message":"spec reconciled"`) >= 4, nil
+		})
+		if code := p.Stop(patience); code != 0 {
+			t.Fatalf("restart %d: exit code %d", i, code)
+		}
+		if strings.Contains(p.Output(), `"message":"release `) {
+			t.Fatalf("restart %d made a Helm write:\n%s", i, p.Output())
+		}
+	}
+	if r := e.release("web-hello"); r.Revision != 1 {
+		t.Errorf("web-hello revision = %d after 5 restarts", r.Revision)
+	}
+	if r := e.release("web-job"); r.Revision != 1 || !r.FirstDeployed.Equal(first.FirstDeployed) {
+		t.Errorf("web-job disturbed by restarts: %+v", r)
+	}
+
+	// Restart with the web spec removed: start-up cleanup uninstalls it.
+	cfg = e.writeConfig(strings.SplitN(webConfig, "  web:", 2)[0] + "  api:" + strings.SplitN(webConfig, "  api:", 2)[1])
+	p = e.run(cfg)
+	e.waitRelease("web-hello", "uninstalled at start", gone)
+	e.waitRelease("web-job", "uninstalled at start", gone)
+	p.Stop(patience)
+}
+
+func TestBinaryLeavesForeignReleaseAlone(t *testing.T) {
+	e := newEnv(t)
+	// A release of the wanted name, installed without autox's labels (as
+	// `helm install` would). autox must report it and never touch it.
+	ch, err := helmops.LocalCharts{}.Load(context.Background(), chartRef("hello"), e.charts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := installUnlabelled(e, "web-hello", ch); err != nil {
+		t.Fatal(err)
+	}
+	e.deployment("web", version("1.0.0"))
+	p := e.run(e.writeConfig(webConfig))
+	e.waitRelease("web-job", "installed", deployedAt(1))
+	testenv.Eventually(t, patience, "conflict reported", func() (bool, error) {
+		return strings.Contains(p.Output(), `"action":"conflict"`), nil
+	})
+	time.Sleep(3 * time.Second) // a few resync passes
+	if r := e.release("web-hello"); r.Managed() || r.Revision != 1 || r.Values["greeting"] != "mine" {
+		t.Errorf("foreign release touched: %+v", r)
+	}
+	p.Stop(patience)
+}
+
+func TestValidate(t *testing.T) {
+	e := newEnv(t)
+	good := e.writeConfig(webConfig)
+	p := testenv.StartProcess(t, autox, "validate", "--config", good)
+	if code, err := p.Wait(patience); err != nil || code != 0 {
+		t.Fatalf("validate good config: code %d, %v\n%s", code, err, p.Output())
+	}
+
+	bad := e.writeConfig(webConfig + `  web2:
+    trigger: {group: apps, version: v1beta2, resource: deployments, name: web, namespace: {{.NS}}}
+    releaseSpecs:
+      x: {chart: {path: {{.Charts}}/hello}, onChange: sometimes}
+`)
+	p = testenv.StartProcess(t, autox, "validate", "--config", bad)
+	code, err := p.Wait(patience)
+	if err != nil || code != 1 {
+		t.Fatalf("validate bad config: code %d, %v", code, err)
+	}
+	out := p.Output()
+	for _, want := range []string{
+		`specs.web2.trigger: the same trigger object`, `specs "web" and "web2"`,
+		`specs.web2.releaseSpecs.x.onChange: must be "upgrade" or "reinstall"`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	// run refuses an invalid config at start with the same lines.
+	p = e.run(bad)
+	if code, err := p.Wait(patience); err != nil || code != 1 || !strings.Contains(p.Output(), `specs "web" and "web2"`) {
+		t.Fatalf("run with a bad config: code %d, %v\n%s", code, err, p.Output())
+	}
+}

@@ -1,0 +1,27 @@
+package e2e
+
+import (
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	"github.com/autox-dev/autox/config"
+)
+
+func chartRef(name string) config.Chart { return config.Chart{Path: name} }
+
+// installUnlabelled installs a release the way `helm install` does: without
+// autox's labels.
+func installUnlabelled(e *env, name string, ch *chart.Chart) error {
+	cfg := &action.Configuration{}
+	flags := genericclioptions.NewConfigFlags(false)
+	kc, ns := cluster.Kubeconfig, e.ns
+	flags.KubeConfig, flags.Namespace = &kc, &ns
+	if err := cfg.Init(flags, ns, "secret", func(string, ...interface{}) {}); err != nil {
+		return err
+	}
+	in := action.NewInstall(cfg)
+	in.ReleaseName, in.Namespace = name, ns
+	_, err := in.Run(ch, map[string]interface{}{"greeting": "mine"})
+	return err
+}
