@@ -3,6 +3,7 @@ module github.com/autox-dev/autox
 go 1.26.0
 
 require (
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-playground/validator/v10 v10.30.6
 	github.com/prometheus/client_golang v1.24.0
 	github.com/rs/zerolog v1.35.1

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/triggers"
+	"github.com/autox-dev/autox/watch"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -89,17 +91,23 @@ func loadConfig(cmd *cobra.Command, path string) (*config.Config, error) {
 		return nil, &exitError{1, errors.New("--config is required")}
 	}
 	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, configError(cmd, path, err)
+	}
+	return cfg, nil
+}
+
+// configError prints a config's problems one per line on stderr and returns
+// the exit-1 error.
+func configError(cmd *cobra.Command, path string, err error) error {
 	var cerr *config.Error
 	if errors.As(err, &cerr) {
 		for _, l := range cerr.Lines() {
 			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", path, l)
 		}
-		return nil, &exitError{1, fmt.Errorf("%s is not valid: %d problem(s)", path, len(cerr.Problems))}
+		return &exitError{1, fmt.Errorf("%s is not valid: %d problem(s)", path, len(cerr.Problems))}
 	}
-	if err != nil {
-		return nil, &exitError{1, err}
-	}
-	return cfg, nil
+	return &exitError{1, err}
 }
 
 func newValidateCommand() *cobra.Command {
@@ -142,6 +150,7 @@ type runFlags struct {
 	leaderElect                            bool
 	leaderElectionNamespace, leaderElectID string
 	httpAddr, logLevel, logFormat          string
+	configDebounce, configCheckInterval    time.Duration
 }
 
 func newRunCommand() *cobra.Command {
@@ -158,6 +167,8 @@ func newRunCommand() *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.config, "config", "", "path of the config file (mount the whole ConfigMap as a directory, not with subPath)")
+	fs.DurationVar(&f.configDebounce, "config-debounce", time.Second, "quiet time after a config file event before it is reloaded")
+	fs.DurationVar(&f.configCheckInterval, "config-check-interval", 30*time.Second, "period of the config file check that backs up file events")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)")
 	fs.DurationVar(&f.resync, "resync", time.Minute, "period of the pass that reconciles every spec")
 	fs.IntVar(&f.workers, "workers", 4, "specs reconciled in parallel")
@@ -234,9 +245,23 @@ func run(cmd *cobra.Command, f *runFlags) error {
 	if err != nil {
 		return &exitError{1, err}
 	}
-	cfg, err := loadConfig(cmd, f.config)
+	if f.config == "" {
+		return &exitError{1, errors.New("--config is required")}
+	}
+	// The controller that applies reloaded configs is created below, once the
+	// first config is known to be valid.
+	var ctrl *triggers.Controller
+	reloader, cfg, err := watch.NewReloader(f.config, func(ctx context.Context, c *config.Config) {
+		ch := ctrl.ApplyConfig(ctx, c)
+		log.Info().Strs("removedSpecs", ch.RemovedSpecs).Strs("addedSpecs", ch.AddedSpecs).
+			Strs("changedSpecs", ch.ChangedSpecs).Int("removedReleaseSpecs", len(ch.RemovedReleaseSpecs)).Msg("config changes")
+	}, log)
 	if err != nil {
-		return err
+		return configError(cmd, f.config, err)
+	}
+	if watch.LooksLikeSubPath(f.config) {
+		log.Warn().Str("config", f.config).Msg("the config file is a mount point of its own, as with a subPath volume mount: " +
+			"the kubelet never updates those, so config changes will not reach autox; mount the whole ConfigMap as a directory")
 	}
 	rc, err := restConfig(f.kubeconfig)
 	if err != nil {
@@ -264,7 +289,7 @@ func run(cmd *cobra.Command, f *runFlags) error {
 		Helm: helm, Charts: helmops.LocalCharts{}, Triggers: triggers.TriggerReader{Client: meta},
 		StaleAfter: f.helmTimeout + 30*time.Second, Now: time.Now, Log: log,
 	}
-	ctrl := triggers.NewController(cfg, triggers.Options{
+	ctrl = triggers.NewController(cfg, triggers.Options{
 		Reconciler: rec, Inventory: inv, Metadata: meta, Workers: f.workers, Resync: f.resync,
 		ShutdownTimeout: f.shutdownTimeout, Log: log,
 	})
@@ -283,8 +308,23 @@ func run(cmd *cobra.Command, f *runFlags) error {
 
 	log.Info().Str("config", f.config).Int("specs", len(cfg.Specs)).Strs("namespaces", cfg.Namespaces).
 		Str("version", version).Msg("autox starting")
-	if err := ctrl.Run(ctx); err != nil {
+	watcher, err := watch.New(watch.Options{
+		Path: f.config, Debounce: f.configDebounce, CheckInterval: f.configCheckInterval,
+		OnChange: func() { reloader.Check(ctx) }, Log: log,
+	})
+	if err != nil {
 		return &exitError{1, err}
+	}
+	watchDone := make(chan error, 1)
+	go func() { watchDone <- watcher.Watch(ctx) }()
+
+	runErr := ctrl.Run(ctx)
+	stop()
+	if err := <-watchDone; err != nil {
+		log.Error().Err(err).Msg("config watcher failed")
+	}
+	if runErr != nil {
+		return &exitError{1, runErr}
 	}
 	log.Info().Msg("autox stopped")
 	return nil
@@ -307,10 +347,13 @@ func signalContext(log zerolog.Logger) (context.Context, func()) {
 			os.Exit(1)
 		}
 	}()
+	var once sync.Once
 	return ctx, func() {
-		signal.Stop(ch)
-		close(ch)
-		cancel()
+		once.Do(func() {
+			signal.Stop(ch)
+			close(ch)
+			cancel()
+		})
 	}
 }
 

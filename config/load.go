@@ -68,6 +68,12 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot read config file: %w", err)
 	}
+	return ParseFile(path, data)
+}
+
+// ParseFile is Load for content already read from path: errors name the file
+// and chart paths are relative to its directory.
+func ParseFile(path string, data []byte) (*Config, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot resolve config file path: %w", err)
@@ -105,6 +111,9 @@ func Parse(data []byte, dir string) (*Config, error) {
 	// The shape check walks the generic tree against the Go types first, so that
 	// every unknown field and every YAML 1.1 surprise (unquoted yes, on, 1.10)
 	// is reported with its path instead of encoding/json's first error only.
+	if _, ok := tree.(map[string]interface{}); !ok {
+		return nil, &Error{Problems: []Problem{{Message: fmt.Sprintf("the file must be a YAML map with `namespaces` and `specs`, got %s", describe(tree))}}}
+	}
 	var problems []Problem
 	checkKeys(data, &problems)
 	checkShape(tree, reflect.TypeOf(Config{}), "", &problems)

@@ -145,7 +145,9 @@ func (e *env) waitRelease(name, what string, cond func(*helmops.Release) bool) *
 }
 
 func deployedAt(rev int) func(*helmops.Release) bool {
-	return func(r *helmops.Release) bool { return r != nil && r.Status == release.StatusDeployed && r.Revision == rev }
+	return func(r *helmops.Release) bool {
+		return r != nil && r.Status == release.StatusDeployed && r.Revision == rev
+	}
 }
 
 func gone(r *helmops.Release) bool { return r == nil }

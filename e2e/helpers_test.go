@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"os"
+
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -25,3 +27,5 @@ func installUnlabelled(e *env, name string, ch *chart.Chart) error {
 	_, err := in.Run(ch, map[string]interface{}{"greeting": "mine"})
 	return err
 }
+
+func removeFile(p string) error { return os.Remove(p) }

@@ -35,6 +35,9 @@ type informerSet struct {
 
 	mu      sync.Mutex
 	running map[informerKey]*runningInformer
+	// closed is set by stopAll; a late sync (a config applied while
+	// stopping) must not start informers nobody will stop.
+	closed bool
 }
 
 func newInformerSet(client metadata.Interface, onEvent func(triggerKey), log zerolog.Logger) *informerSet {
@@ -49,6 +52,9 @@ func (s *informerSet) sync(ctx context.Context, cfg *config.Config) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
 	for k, ri := range s.running {
 		if !need[k] {
 			ri.cancel()
@@ -107,6 +113,7 @@ func (s *informerSet) start(ctx context.Context, k informerKey) *runningInformer
 func (s *informerSet) stopAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
 	for k, ri := range s.running {
 		ri.cancel()
 		<-ri.done
