@@ -65,7 +65,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCommand(), newValidateCommand(), newVersionCommand())
+	root.AddCommand(newRunCommand(), newValidateCommand(), newPlanCommand(), newListCommand(), newVersionCommand())
 	return root
 }
 
@@ -141,12 +141,66 @@ func newVersionCommand() *cobra.Command {
 	}
 }
 
+// clusterFlags are the flags of every command that talks to the cluster.
+type clusterFlags struct {
+	kubeconfig, storageDriver string
+	helmTimeout               time.Duration
+	maxHistory                int
+}
+
+func (c *clusterFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)")
+	fs.StringVar(&c.storageDriver, "storage-driver", helmops.DriverSecret, "Helm release storage: secret or configmap")
+	fs.DurationVar(&c.helmTimeout, "helm-timeout", 5*time.Minute, "bound of one Helm operation; a pending release older than this plus 30s is unlocked")
+	fs.IntVar(&c.maxHistory, "max-history", 10, "revisions kept per release")
+}
+
+// clusterDeps are the clients built from clusterFlags.
+type clusterDeps struct {
+	rest *rest.Config
+	helm *helmops.Manager
+	inv  *helmops.Inventory
+	meta metadata.Interface
+}
+
+func (c *clusterFlags) connect(log zerolog.Logger) (*clusterDeps, error) {
+	rc, err := restConfig(c.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	helm, err := helmops.New(helmops.Options{
+		RESTConfig: rc, StorageDriver: c.storageDriver, Timeout: c.helmTimeout, MaxHistory: c.maxHistory, Log: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	inv, err := helm.NewInventory()
+	if err != nil {
+		return nil, err
+	}
+	meta, err := metadata.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create metadata client: %w", err)
+	}
+	return &clusterDeps{rest: rc, helm: helm, inv: inv, meta: meta}, nil
+}
+
+// reconciler builds the one Reconciler that run, plan and list share, so they
+// cannot disagree about what to do.
+func (d *clusterDeps) reconciler(cfg *config.Config, helmTimeout time.Duration, log zerolog.Logger) *triggers.Reconciler {
+	return &triggers.Reconciler{
+		Helm: d.helm, Charts: helmops.LocalCharts{}, Triggers: triggers.TriggerReader{Client: d.meta},
+		Config: func() *config.Config { return cfg }, StaleAfter: helmTimeout + 30*time.Second, Now: time.Now, Log: log,
+	}
+}
+
 type runFlags struct {
-	config, kubeconfig                     string
-	resync, helmTimeout, shutdownTimeout   time.Duration
-	workers, maxHistory                    int
+	clusterFlags
+	config                                 string
+	resync, shutdownTimeout                time.Duration
+	workers                                int
 	cacheDir, repositoryConfig             string
-	registryConfig, storageDriver          string
+	registryConfig                         string
 	leaderElect                            bool
 	leaderElectionNamespace, leaderElectID string
 	httpAddr, logLevel, logFormat          string
@@ -169,16 +223,13 @@ func newRunCommand() *cobra.Command {
 	fs.StringVar(&f.config, "config", "", "path of the config file (mount the whole ConfigMap as a directory, not with subPath)")
 	fs.DurationVar(&f.configDebounce, "config-debounce", time.Second, "quiet time after a config file event before it is reloaded")
 	fs.DurationVar(&f.configCheckInterval, "config-check-interval", 30*time.Second, "period of the config file check that backs up file events")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)")
+	f.clusterFlags.register(fs)
 	fs.DurationVar(&f.resync, "resync", time.Minute, "period of the pass that reconciles every spec")
 	fs.IntVar(&f.workers, "workers", 4, "specs reconciled in parallel")
-	fs.DurationVar(&f.helmTimeout, "helm-timeout", 5*time.Minute, "bound of one Helm operation")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a stop waits for running Helm operations")
-	fs.IntVar(&f.maxHistory, "max-history", 10, "revisions kept per release")
 	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "chart cache directory")
 	fs.StringVar(&f.repositoryConfig, "repository-config", "", "Helm repositories.yaml with chart repository credentials")
 	fs.StringVar(&f.registryConfig, "registry-config", "", "docker config.json with OCI registry credentials")
-	fs.StringVar(&f.storageDriver, "storage-driver", helmops.DriverSecret, "Helm release storage: secret or configmap")
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect one writer among replicas with a Lease")
 	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", defaultLeaseNamespace(), "namespace of the leader election Lease")
 	fs.StringVar(&f.leaderElectID, "leader-election-id", "autox", "name of the leader election Lease")
@@ -263,34 +314,16 @@ func run(cmd *cobra.Command, f *runFlags) error {
 		log.Warn().Str("config", f.config).Msg("the config file is a mount point of its own, as with a subPath volume mount: " +
 			"the kubelet never updates those, so config changes will not reach autox; mount the whole ConfigMap as a directory")
 	}
-	rc, err := restConfig(f.kubeconfig)
+	deps, err := f.clusterFlags.connect(log)
 	if err != nil {
 		return &exitError{1, err}
-	}
-	helm, err := helmops.New(helmops.Options{
-		RESTConfig: rc, StorageDriver: f.storageDriver, Timeout: f.helmTimeout, MaxHistory: f.maxHistory, Log: log,
-	})
-	if err != nil {
-		return &exitError{1, err}
-	}
-	inv, err := helm.NewInventory()
-	if err != nil {
-		return &exitError{1, err}
-	}
-	meta, err := metadata.NewForConfig(rc)
-	if err != nil {
-		return &exitError{1, fmt.Errorf("cannot create metadata client: %w", err)}
 	}
 
 	ctx, stop := signalContext(log)
 	defer stop()
 
-	rec := &triggers.Reconciler{
-		Helm: helm, Charts: helmops.LocalCharts{}, Triggers: triggers.TriggerReader{Client: meta},
-		StaleAfter: f.helmTimeout + 30*time.Second, Now: time.Now, Log: log,
-	}
 	ctrl = triggers.NewController(cfg, triggers.Options{
-		Reconciler: rec, Inventory: inv, Metadata: meta, Workers: f.workers, Resync: f.resync,
+		Reconciler: deps.reconciler(cfg, f.helmTimeout, log), Inventory: deps.inv, Metadata: deps.meta, Workers: f.workers, Resync: f.resync,
 		ShutdownTimeout: f.shutdownTimeout, Log: log,
 	})
 

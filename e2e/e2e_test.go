@@ -77,11 +77,17 @@ func newEnv(t *testing.T) *env {
 // writeConfig renders a config template ({{.NS}}, {{.Charts}}) to config.yaml.
 func (e *env) writeConfig(text string) string {
 	e.t.Helper()
+	return e.writeConfigAs("config.yaml", text)
+}
+
+// writeConfigAs is writeConfig to another file name of the test's directory.
+func (e *env) writeConfigAs(name, text string) string {
+	e.t.Helper()
 	var b strings.Builder
 	if err := template.Must(template.New("c").Parse(text)).Execute(&b, map[string]string{"NS": e.ns, "Charts": e.charts}); err != nil {
 		e.t.Fatal(err)
 	}
-	p := filepath.Join(e.dir, "config.yaml")
+	p := filepath.Join(e.dir, name)
 	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
 		e.t.Fatal(err)
 	}

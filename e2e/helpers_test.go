@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"context"
+	"github.com/autox-dev/autox/helmops"
+
 	"os"
 
 	"helm.sh/helm/v3/pkg/action"
@@ -29,3 +32,7 @@ func installUnlabelled(e *env, name string, ch *chart.Chart) error {
 }
 
 func removeFile(p string) error { return os.Remove(p) }
+
+func helmLoad(e *env, name string) (*chart.Chart, error) {
+	return helmops.LocalCharts{}.Load(context.Background(), chartRef(name), e.charts)
+}

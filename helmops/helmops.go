@@ -321,3 +321,33 @@ func (m *Manager) Rollback(ctx context.Context, namespace, name string, toRevisi
 	}
 	return nil
 }
+
+// ManagedReleases decodes every autox release in the given namespaces (for
+// `autox list`; the control loop uses the cheaper Inventory and SpecReleases).
+func (m *Manager) ManagedReleases(ctx context.Context, namespaces []string) ([]*Release, error) {
+	var out []*Release
+	for _, ns := range namespaces {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		recs, err := m.storage(ns).List(func(r *release.Release) bool {
+			return r.Labels[LabelSpec] != "" && r.Labels[LabelReleaseSpec] != ""
+		})
+		if err != nil {
+			return nil, fmt.Errorf("cannot list releases in namespace %s: %w", ns, err)
+		}
+		byName := map[string][]*release.Release{}
+		for _, r := range recs {
+			byName[r.Name] = append(byName[r.Name], r)
+		}
+		names := make([]string, 0, len(byName))
+		for n := range byName {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			out = append(out, summarise(byName[n]))
+		}
+	}
+	return out, nil
+}

@@ -164,27 +164,8 @@ func (c *Controller) cleanupOnStart(ctx, workCtx context.Context) {
 	}
 }
 
-// orphanSpecs returns the spec names that have releases the config does not
-// want by spec or release spec id.
 func (c *Controller) orphanSpecs(ctx context.Context) ([]string, error) {
-	cfg := c.Config()
-	recs, err := c.opts.Inventory.Managed(ctx, cfg.Namespaces)
-	if err != nil {
-		return nil, err
-	}
-	seen := map[string]bool{}
-	var out []string
-	for _, r := range recs {
-		spec := cfg.Specs[r.Spec]
-		if spec != nil && spec.ReleaseSpecs[r.ReleaseSpec] != nil {
-			continue
-		}
-		if !seen[r.Spec] {
-			seen[r.Spec] = true
-			out = append(out, r.Spec)
-		}
-	}
-	return out, nil
+	return OrphanSpecs(ctx, c.opts.Inventory, c.Config())
 }
 
 // periodicPass enqueues every spec, and every spec name that still has

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/triggers"
+)
+
+// listedRelease is one row of `autox list`.
+type listedRelease struct {
+	Namespace    string    `json:"namespace"`
+	Release      string    `json:"release"`
+	Spec         string    `json:"spec"`
+	ReleaseSpec  string    `json:"releaseSpec"`
+	Chart        string    `json:"chart"`
+	ChartVersion string    `json:"version"`
+	Revision     int       `json:"revision"`
+	Status       string    `json:"status"`
+	Updated      time.Time `json:"updated"`
+	Orphan       bool      `json:"orphan"`
+}
+
+func newListCommand() *cobra.Command {
+	var (
+		cf                      clusterFlags
+		path, output, namespace string
+		orphans                 bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list --config FILE",
+		Short: "List the releases autox manages in the config's namespaces",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd.Flags()); err != nil {
+				return err
+			}
+			if output != "table" && output != "json" {
+				return &exitError{1, fmt.Errorf("invalid -o %q: use table or json", output)}
+			}
+			log, err := newLogger(cmd.ErrOrStderr(), "warn", "console")
+			if err != nil {
+				return &exitError{1, err}
+			}
+			cfg, err := loadConfig(cmd, path)
+			if err != nil {
+				return err
+			}
+			namespaces := cfg.Namespaces
+			if namespace != "" {
+				if !cfg.Manages(namespace) {
+					return &exitError{1, fmt.Errorf("namespace %s is not listed in the config's namespaces", namespace)}
+				}
+				namespaces = []string{namespace}
+			}
+			deps, err := cf.connect(log)
+			if err != nil {
+				return &exitError{1, err}
+			}
+			rels, err := deps.helm.ManagedReleases(cmd.Context(), namespaces)
+			if err != nil {
+				return &exitError{1, err}
+			}
+			rows := listRows(cfg, rels, orphans)
+			return printRows(cmd.OutOrStdout(), output, rows)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&path, "config", "", "path of the config file")
+	cf.register(fs)
+	fs.StringVarP(&output, "output", "o", "table", "output format: table or json")
+	fs.StringVarP(&namespace, "namespace", "n", "", "only this managed namespace")
+	fs.BoolVar(&orphans, "orphans", false, "only releases the config no longer wants")
+	return cmd
+}
+
+func listRows(cfg *config.Config, rels []*helmops.Release, onlyOrphans bool) []listedRelease {
+	rows := []listedRelease{}
+	for _, r := range rels {
+		orphan := !triggers.Wanted(cfg, r.Spec, r.ReleaseSpec, r.Namespace, r.Name)
+		if onlyOrphans && !orphan {
+			continue
+		}
+		rows = append(rows, listedRelease{
+			Namespace: r.Namespace, Release: r.Name, Spec: r.Spec, ReleaseSpec: r.ReleaseSpec,
+			Chart: r.ChartName, ChartVersion: r.ChartVersion, Revision: r.Revision, Status: string(r.Status),
+			Updated: r.Updated.UTC(), Orphan: orphan,
+		})
+	}
+	return rows
+}
+
+func printRows(w io.Writer, output string, rows []listedRelease) error {
+	if output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tRELEASE\tSPEC\tRELEASE SPEC\tCHART\tVERSION\tREVISION\tSTATUS\tUPDATED\tORPHAN")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%v\n", r.Namespace, r.Release, r.Spec, r.ReleaseSpec,
+			r.Chart, r.ChartVersion, r.Revision, r.Status, r.Updated.Format(time.RFC3339), r.Orphan)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/autox-dev/autox/triggers"
+)
+
+func newPlanCommand() *cobra.Command {
+	var (
+		cf               clusterFlags
+		path, output     string
+		detailedExitCode bool
+		logLevel         string
+	)
+	cmd := &cobra.Command{
+		Use:   "plan --config FILE",
+		Short: "Show what run would do with this config, changing nothing",
+		Long: `plan reads the cluster and prints one line per release: install, upgrade,
+reinstall, uninstall, rollback, unchanged, conflict or wait, with the reason.
+It uses the same decision code as run. Exit codes: 0 ok, 1 invalid config or
+cluster error, 2 changes pending (only with --detailed-exitcode).`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd.Flags()); err != nil {
+				return err
+			}
+			if output != "table" && output != "json" {
+				return &exitError{1, fmt.Errorf("invalid -o %q: use table or json", output)}
+			}
+			log, err := newLogger(cmd.ErrOrStderr(), logLevel, "console")
+			if err != nil {
+				return &exitError{1, err}
+			}
+			cfg, err := loadConfig(cmd, path)
+			if err != nil {
+				return err
+			}
+			deps, err := cf.connect(log)
+			if err != nil {
+				return &exitError{1, err}
+			}
+			steps, planErr := triggers.PlanAll(cmd.Context(), deps.reconciler(cfg, cf.helmTimeout, log), deps.inv)
+			if err := printSteps(cmd.OutOrStdout(), output, steps); err != nil {
+				return &exitError{1, err}
+			}
+			if planErr != nil {
+				return &exitError{1, fmt.Errorf("the plan is incomplete: %w", planErr)}
+			}
+			if detailedExitCode {
+				for _, s := range steps {
+					if s.Changes() {
+						return &exitError{2, errors.New("changes pending")}
+					}
+				}
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&path, "config", "", "path of the config file")
+	cf.register(fs)
+	fs.StringVarP(&output, "output", "o", "table", "output format: table or json")
+	fs.BoolVar(&detailedExitCode, "detailed-exitcode", false, "exit 2 when the plan has changes (as terraform plan does)")
+	fs.StringVar(&logLevel, "log-level", "warn", "log level of messages on stderr")
+	return cmd
+}
+
+func printSteps(w io.Writer, output string, steps []triggers.Step) error {
+	if output == "json" {
+		if steps == nil {
+			steps = []triggers.Step{}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(steps)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ACTION\tSPEC\tRELEASE SPEC\tRELEASE\tNAMESPACE\tREASON")
+	for _, s := range steps {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Action, s.Spec, s.ReleaseSpec, s.Release, s.Namespace, s.Reason)
+	}
+	return tw.Flush()
+}

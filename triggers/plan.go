@@ -1,0 +1,68 @@
+package triggers
+
+import (
+	"context"
+	"errors"
+	"sort"
+
+	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/helmops"
+)
+
+// OrphanSpecs returns the names of specs that have releases cfg does not want
+// by spec or release spec id: removed specs, and specs with removed release specs.
+func OrphanSpecs(ctx context.Context, inv *helmops.Inventory, cfg *config.Config) ([]string, error) {
+	recs, err := inv.Managed(ctx, cfg.Namespaces)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range recs {
+		if Wanted(cfg, r.Spec, r.ReleaseSpec, r.Namespace, r.Name) || seen[r.Spec] {
+			continue
+		}
+		seen[r.Spec] = true
+		out = append(out, r.Spec)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Wanted reports whether cfg has a release spec that wants this release.
+func Wanted(cfg *config.Config, spec, releaseSpec, namespace, name string) bool {
+	s := cfg.Specs[spec]
+	if s == nil {
+		return false
+	}
+	rs := s.ReleaseSpecs[releaseSpec]
+	return rs != nil && rs.Namespace == namespace && rs.ReleaseName == name
+}
+
+// PlanAll decides every spec of the config in force and every spec that still
+// has releases it does not want, changing nothing. It is what `autox plan`
+// prints and what a pass of `autox run` would do. Steps of specs that could
+// be decided are returned even when others failed (with the error).
+func PlanAll(ctx context.Context, rec *Reconciler, inv *helmops.Inventory) ([]Step, error) {
+	cfg := rec.Config()
+	orphans, err := OrphanSpecs(ctx, inv, cfg)
+	if err != nil {
+		return nil, err
+	}
+	names := cfg.SpecNames()
+	for _, o := range orphans {
+		if cfg.Specs[o] == nil {
+			names = append(names, o)
+		}
+	}
+	var steps []Step
+	var errs []error
+	for _, name := range names {
+		s, err := rec.Plan(ctx, name)
+		steps = append(steps, s...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return steps, errors.Join(errs...)
+}
