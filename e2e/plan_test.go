@@ -102,7 +102,7 @@ func TestPlanMatchesRun(t *testing.T) {
 		"a-x":     "upgrade: values changed: .tasks[1]",
 		"a-v2":    "install: trigger labelled, release not found",
 		"a-gone":  "uninstall: release spec removed from config",
-		"b-yy":     "uninstall: spec removed from config",
+		"b-yy":    "uninstall: spec removed from config",
 		"c-z":     "install: trigger labelled, release not found",
 		"foreign": "conflict: a release of this name exists without autox labels; remove or rename it",
 		"d-w":     "unchanged: release not found",
