@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -203,6 +205,8 @@ type runFlags struct {
 	registryConfig                         string
 	leaderElect                            bool
 	leaderElectionNamespace, leaderElectID string
+	leaseDuration, renewDeadline           time.Duration
+	retryPeriod                            time.Duration
 	httpAddr, logLevel, logFormat          string
 	configDebounce, configCheckInterval    time.Duration
 }
@@ -233,6 +237,9 @@ func newRunCommand() *cobra.Command {
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect one writer among replicas with a Lease")
 	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", defaultLeaseNamespace(), "namespace of the leader election Lease")
 	fs.StringVar(&f.leaderElectID, "leader-election-id", "autox", "name of the leader election Lease")
+	fs.DurationVar(&f.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before taking over")
+	fs.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader tries to renew before it gives up leading")
+	fs.DurationVar(&f.retryPeriod, "leader-election-retry-period", 2*time.Second, "period of acquire and renew attempts")
 	fs.StringVar(&f.httpAddr, "http-addr", ":8080", "address serving /metrics, /healthz and /readyz (empty: off)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or console")
@@ -322,13 +329,16 @@ func run(cmd *cobra.Command, f *runFlags) error {
 	ctx, stop := signalContext(log)
 	defer stop()
 
+	var leading atomic.Bool
 	ctrl = triggers.NewController(cfg, triggers.Options{
 		Reconciler: deps.reconciler(cfg, f.helmTimeout, log), Inventory: deps.inv, Metadata: deps.meta, Workers: f.workers, Resync: f.resync,
 		ShutdownTimeout: f.shutdownTimeout, Log: log,
 	})
 
 	if f.httpAddr != "" {
-		srv, err := serveHTTP(f.httpAddr, ctrl.Ready, log)
+		// A standby is ready: it holds a valid config and takes over on its own.
+		ready := func() bool { return !leading.Load() || ctrl.Ready() }
+		srv, err := serveHTTP(f.httpAddr, ready, log)
 		if err != nil {
 			return &exitError{1, err}
 		}
@@ -341,20 +351,46 @@ func run(cmd *cobra.Command, f *runFlags) error {
 
 	log.Info().Str("config", f.config).Int("specs", len(cfg.Specs)).Strs("namespaces", cfg.Namespaces).
 		Str("version", version).Msg("autox starting")
-	watcher, err := watch.New(watch.Options{
-		Path: f.config, Debounce: f.configDebounce, CheckInterval: f.configCheckInterval,
-		OnChange: func() { reloader.Check(ctx) }, Log: log,
-	})
-	if err != nil {
-		return &exitError{1, err}
+	// lead runs while this process is the one writer: it first catches up
+	// with config changes made while it stood by, then watches the file.
+	lead := func(ctx context.Context) error {
+		reloader.Check(ctx)
+		watcher, err := watch.New(watch.Options{
+			Path: f.config, Debounce: f.configDebounce, CheckInterval: f.configCheckInterval,
+			OnChange: func() { reloader.Check(ctx) }, Log: log,
+		})
+		if err != nil {
+			return err
+		}
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		watchDone := make(chan error, 1)
+		go func() { watchDone <- watcher.Watch(watchCtx) }()
+		runErr := ctrl.Run(ctx)
+		stopWatch()
+		if err := <-watchDone; err != nil {
+			log.Error().Err(err).Msg("config watcher failed")
+		}
+		return runErr
 	}
-	watchDone := make(chan error, 1)
-	go func() { watchDone <- watcher.Watch(ctx) }()
 
-	runErr := ctrl.Run(ctx)
-	stop()
-	if err := <-watchDone; err != nil {
-		log.Error().Err(err).Msg("config watcher failed")
+	var runErr error
+	if f.leaderElect {
+		cs, err := kubernetes.NewForConfig(deps.rest)
+		if err != nil {
+			return &exitError{1, fmt.Errorf("cannot create Kubernetes client: %w", err)}
+		}
+		runErr = triggers.RunAsLeader(ctx, triggers.LeaderOptions{
+			Client: cs, Namespace: f.leaderElectionNamespace, Name: f.leaderElectID,
+			LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
+			OnLeading: leading.Store,
+			// Another process may already be writing: stop at once, and let
+			// Kubernetes restart this one as a standby.
+			OnLost: func() { os.Exit(1) },
+			Log:    log,
+		}, lead)
+	} else {
+		leading.Store(true)
+		runErr = lead(ctx)
 	}
 	if runErr != nil {
 		return &exitError{1, runErr}

@@ -1,0 +1,308 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/release"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/testenv"
+)
+
+// manySpecs is a config with n specs, each a Deployment t<i> and one release.
+func manySpecs(n int) string {
+	var b strings.Builder
+	b.WriteString("namespaces: [{{.NS}}]\nspecs:\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "  t%02d:\n    trigger: {group: apps, version: v1, resource: deployments, name: t%02d, namespace: {{.NS}}}\n", i, i)
+		fmt.Fprintf(&b, "    releaseSpecs:\n      hello: {chart: {path: {{.Charts}}/hello}, values: {index: %d}}\n", i)
+	}
+	return b.String()
+}
+
+// labelOf returns the version label a release was made for.
+func labelOf(r *helmops.Release) string {
+	a, _ := r.Values["autox"].(map[string]interface{})
+	t, _ := a["trigger"].(map[string]interface{})
+	l, _ := t["labels"].(map[string]interface{})
+	s, _ := l["app.kubernetes.io/version"].(string)
+	return s
+}
+
+// TestKillNineWhileConverging kills autox with SIGKILL at random moments
+// while it converges 30 triggers, relabelling some between kills, then starts
+// it cleanly: every release must end deployed with the right values, none
+// pending, and no release seen deployed may ever have been uninstalled.
+func TestKillNineWhileConverging(t *testing.T) {
+	const triggers, kills = 30, 12
+	e := newEnv(t)
+	want := map[string]string{}
+	for i := 0; i < triggers; i++ {
+		name := fmt.Sprintf("t%02d", i)
+		e.deployment(name, version("1.0.0"))
+		want[name] = "1.0.0"
+	}
+	cfg := e.writeConfig(manySpecs(triggers))
+	firstDeployed := map[string]time.Time{} // release -> first deployed time, once seen deployed
+	observe := func() {
+		for name := range want {
+			r := e.release(name + "-hello")
+			if r == nil {
+				if _, seen := firstDeployed[name]; seen {
+					t.Fatalf("release %s-hello was uninstalled although its trigger stayed labelled", name)
+				}
+				continue
+			}
+			if prev, seen := firstDeployed[name]; seen && !r.FirstDeployed.Equal(prev) {
+				t.Fatalf("release %s-hello was reinstalled: first deployed %v, was %v", name, r.FirstDeployed, prev)
+			}
+			if r.Status == release.StatusDeployed || r.DeployedBefore {
+				firstDeployed[name] = r.FirstDeployed
+			}
+		}
+	}
+
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	for k := 0; k < kills; k++ {
+		p := e.run(cfg, "--workers", "4")
+		time.Sleep(time.Duration(200+rng.Intn(2300)) * time.Millisecond)
+		p.Kill()
+		observe()
+		// New versions for a few triggers: upgrades will be in flight at the next kill.
+		for j := 0; j < 4; j++ {
+			name := fmt.Sprintf("t%02d", rng.Intn(triggers))
+			want[name] = fmt.Sprintf("1.%d.%d", k+1, j)
+			e.relabel(name, version(want[name]))
+		}
+	}
+	pending := 0
+	for name := range want {
+		if r := e.release(name + "-hello"); r != nil && r.Status.IsPending() {
+			pending++
+		}
+	}
+	t.Logf("%d kills survived; %d of %d releases had been deployed; %d left pending by the kills", kills, len(firstDeployed), triggers, pending)
+
+	// A clean start. Releases left pending by a kill are unlocked once older
+	// than --helm-timeout plus 30s.
+	p := e.run(cfg, "--helm-timeout", "2s")
+	testenv.Eventually(t, 3*patience, "every release deployed with its trigger's version", func() (bool, error) {
+		for name, v := range want {
+			r, err := e.helm.Lookup(context.Background(), e.ns, name+"-hello")
+			if err != nil || r == nil || r.Status != release.StatusDeployed || labelOf(r) != v {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	observe()
+	for name := range want {
+		r := e.release(name + "-hello")
+		if r.Values["index"] != float64(name[1]-'0')*10+float64(name[2]-'0') {
+			t.Errorf("%s: values %v", name, r.Values)
+		}
+	}
+	if code := p.Stop(patience); code != 0 {
+		t.Errorf("clean stop: exit code %d", code)
+	}
+	t.Logf("checked %d releases after the clean start", len(want))
+}
+
+// TestTwoProcessesOneWriter runs two autox processes with leader election:
+// only one writes, no release gets an extra revision, and the standby takes
+// over when the leader is killed.
+func TestTwoProcessesOneWriter(t *testing.T) {
+	const n = 10
+	e := newEnv(t)
+	for i := 0; i < n; i++ {
+		e.deployment(fmt.Sprintf("t%02d", i), version("1.0.0"))
+	}
+	cfg := e.writeConfig(manySpecs(n))
+	le := []string{"--leader-elect=true", "--leader-election-namespace", e.ns, "--leader-election-id", "autox",
+		"--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms"}
+	a, b := e.run(cfg, le...), e.run(cfg, le...)
+	for i := 0; i < n; i++ {
+		e.waitRelease(fmt.Sprintf("t%02d-hello", i), "installed", deployedAt(1))
+	}
+	time.Sleep(3 * time.Second) // a pass or two of both processes
+	for i := 0; i < n; i++ {
+		if r := e.release(fmt.Sprintf("t%02d-hello", i)); r.Revision != 1 {
+			t.Errorf("t%02d-hello has revision %d with two processes", i, r.Revision)
+		}
+	}
+	leader, standby := a, b
+	if !strings.Contains(a.Output(), "leading: this process writes") {
+		leader, standby = b, a
+	}
+	if strings.Contains(standby.Output(), "leading: this process writes") || strings.Contains(standby.Output(), `"message":"release `) {
+		t.Fatalf("both processes wrote:\n%s", standby.Output())
+	}
+
+	leader.Kill()
+	e.relabel("t03", version("2.0.0"))
+	e.waitRelease("t03-hello", "upgraded by the standby", deployedAt(2))
+	if !strings.Contains(standby.Output(), "leading: this process writes") {
+		t.Error("the standby did not log that it took over")
+	}
+	for i := 0; i < n; i++ {
+		if r := e.release(fmt.Sprintf("t%02d-hello", i)); i != 3 && r.Revision != 1 {
+			t.Errorf("t%02d-hello revision %d after the takeover", i, r.Revision)
+		}
+	}
+	if code := standby.Stop(patience); code != 0 {
+		t.Errorf("standby stop: exit code %d", code)
+	}
+	if !strings.Contains(standby.Output(), "autox stopped") {
+		t.Error("no clean stop logged")
+	}
+}
+
+// TestUpgradeOfAutoxMakesNoWrites restarts with a second build of the binary
+// (an "upgrade" of autox): no Helm write, every revision unchanged.
+func TestUpgradeOfAutoxMakesNoWrites(t *testing.T) {
+	const n = 5
+	e := newEnv(t)
+	for i := 0; i < n; i++ {
+		e.deployment(fmt.Sprintf("t%02d", i), version("1.0.0"))
+	}
+	cfg := e.writeConfig(manySpecs(n))
+	p := e.run(cfg)
+	for i := 0; i < n; i++ {
+		e.waitRelease(fmt.Sprintf("t%02d-hello", i), "installed", deployedAt(1))
+	}
+	p.Stop(patience)
+
+	dir := t.TempDir()
+	v2, err := testenv.BuildAutox(dir, "e2e-v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2 := testenv.StartProcess(t, v2, "run", "--config", cfg, "--kubeconfig", cluster.Kubeconfig, "--resync", "1s",
+		"--http-addr", "127.0.0.1:0", "--leader-elect=false", "--log-level", "debug")
+	testenv.Eventually(t, patience, "three passes of the new build", func() (bool, error) {
+		return strings.Count(p2.Output(), `"message":"spec reconciled"`) >= 3*n, nil
+	})
+	if code := p2.Stop(patience); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+	if !strings.Contains(p2.Output(), `"version":"e2e-v2"`) {
+		t.Error("the second build did not run")
+	}
+	if strings.Contains(p2.Output(), `"message":"release `) {
+		t.Errorf("the upgraded autox made Helm writes:\n%s", p2.Output())
+	}
+	for i := 0; i < n; i++ {
+		if r := e.release(fmt.Sprintf("t%02d-hello", i)); r.Revision != 1 {
+			t.Errorf("t%02d-hello revision %d", i, r.Revision)
+		}
+	}
+	_ = os.Remove(v2)
+}
+
+// TestAPIServerOutage makes the API server unreachable for 30s mid-run:
+// autox stays up, uninstalls nothing, and converges when it is back.
+func TestAPIServerOutage(t *testing.T) {
+	const n = 5
+	e := newEnv(t)
+	for i := 0; i < n; i++ {
+		e.deployment(fmt.Sprintf("t%02d", i), version("1.0.0"))
+	}
+	proxy, err := cluster.NewProxy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	kubeconfig, err := cluster.ProxyKubeconfig(proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.writeConfig(manySpecs(n))
+	p := testenv.StartProcess(t, autox, "run", "--config", cfg, "--kubeconfig", kubeconfig, "--resync", "2s",
+		"--http-addr", "127.0.0.1:0", "--leader-elect=false")
+	before := map[string]time.Time{}
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("t%02d-hello", i)
+		before[name] = e.waitRelease(name, "installed", deployedAt(1)).FirstDeployed
+	}
+
+	proxy.Pause()
+	// While autox cannot reach the server, a trigger loses its label and
+	// another gets a new version (through the direct connection).
+	e.relabel("t01", nil)
+	e.relabel("t02", version("2.0.0"))
+	time.Sleep(30 * time.Second)
+	if _, err := p.Wait(time.Millisecond); err == nil {
+		t.Fatalf("autox exited during the outage:\n%s", p.Output())
+	}
+	for name, fd := range before {
+		if r := e.release(name); r == nil || !r.FirstDeployed.Equal(fd) || r.Revision != 1 {
+			t.Fatalf("%s changed during the outage: %+v", name, r)
+		}
+	}
+	if err := proxy.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRelease("t01-hello", "uninstalled after the outage", gone)
+	e.waitRelease("t02-hello", "upgraded after the outage", deployedAt(2))
+	for _, name := range []string{"t00-hello", "t03-hello", "t04-hello"} {
+		if r := e.release(name); r.Revision != 1 || !r.FirstDeployed.Equal(before[name]) {
+			t.Errorf("%s disturbed by the outage: %+v", name, r)
+		}
+	}
+	if code := p.Stop(patience); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+}
+
+// TestGracefulStop stops autox with SIGTERM in the middle of converging:
+// running operations finish (nothing is left pending), the Lease is released,
+// and the exit code is 0.
+func TestGracefulStop(t *testing.T) {
+	const n = 20
+	e := newEnv(t)
+	for i := 0; i < n; i++ {
+		e.deployment(fmt.Sprintf("t%02d", i), version("1.0.0"))
+	}
+	cfg := e.writeConfig(manySpecs(n))
+	p := e.run(cfg, "--leader-elect=true", "--leader-election-namespace", e.ns, "--leader-election-id", "autox")
+	testenv.Eventually(t, patience, "the first release operation", func() (bool, error) {
+		return strings.Contains(p.Output(), `"message":"release install"`), nil
+	})
+	if code := p.Stop(patience); code != 0 {
+		t.Fatalf("SIGTERM: exit code %d", code)
+	}
+	installed := 0
+	for i := 0; i < n; i++ {
+		if r := e.release(fmt.Sprintf("t%02d-hello", i)); r != nil {
+			installed++
+			if r.Status != release.StatusDeployed {
+				t.Errorf("t%02d-hello left %s by a graceful stop", i, r.Status)
+			}
+		}
+	}
+	lease, err := cluster.Client.CoordinationV1().Leases(e.ns).Get(context.Background(), "autox", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
+		t.Errorf("the Lease is still held by %q after a clean stop", *h)
+	}
+	t.Logf("stopped after %d of %d installs, none left pending", installed, n)
+
+	// A second signal exits at once, even with work going on.
+	p = e.run(cfg, "--shutdown-timeout", "1h")
+	testenv.Eventually(t, patience, "start", func() (bool, error) { return strings.Contains(p.Output(), "autox starting"), nil })
+	p.Signal(syscall.SIGTERM)
+	p.Signal(syscall.SIGTERM)
+	if _, err := p.Wait(patience); err != nil {
+		t.Fatalf("a second SIGTERM did not exit: %v", err)
+	}
+}

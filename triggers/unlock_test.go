@@ -1,0 +1,78 @@
+package triggers
+
+import (
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	helmtime "helm.sh/helm/v3/pkg/time"
+
+	"github.com/autox-dev/autox/helmops"
+)
+
+const threeReleases = `
+namespaces: [{{.NS}}]
+specs:
+  web:
+    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
+    releaseSpecs:
+      upgrading: {chart: {path: {{.Charts}}/hello}}
+      installing: {chart: {path: {{.Charts}}/hello}}
+      young: {chart: {path: {{.Charts}}/hello}}
+`
+
+// TestUnlockStalePendingReleases leaves releases pending as a killed process
+// would, then checks autox recovers the stale ones and leaves the young one.
+func TestUnlockStalePendingReleases(t *testing.T) {
+	h := newHarness(t)
+	h.deployment("web", v("1.0.0"))
+	cfg := h.config(threeReleases)
+	h.start(cfg, time.Hour)
+	for _, r := range []string{"web-upgrading", "web-installing", "web-young"} {
+		h.waitRelease(r, "installed", deployedAt(1))
+	}
+	h.halt()
+
+	store := driver.NewSecrets(cluster.Client.CoreV1().Secrets(h.ns))
+	old := helmtime.Time{Time: time.Now().Add(-time.Hour)}
+	// A killed upgrade: revision 2 pending-upgrade, revision 1 still deployed.
+	pendingRevision := func(name string, at helmtime.Time) {
+		rel, err := store.Get("sh.helm.release.v1." + name + ".v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel.Version = 2
+		rel.Info.Status = release.StatusPendingUpgrade
+		rel.Info.LastDeployed = at
+		if err := store.Create("sh.helm.release.v1."+name+".v2", rel); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pendingRevision("web-upgrading", old)
+	pendingRevision("web-young", helmtime.Time{Time: time.Now()})
+	// A killed install: the only revision pending-install.
+	inst, err := store.Get("sh.helm.release.v1.web-installing.v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstInstall := inst.Info.FirstDeployed.Time
+	inst.Info.Status = release.StatusPendingInstall
+	inst.Info.LastDeployed = old
+	if err := store.Update("sh.helm.release.v1.web-installing.v1", inst); err != nil {
+		t.Fatal(err)
+	}
+
+	h.start(cfg, 300*time.Millisecond)
+	h.waitRelease("web-upgrading", "rolled back to its deployed revision", deployedAt(3))
+	h.waitRelease("web-installing", "reinstalled", func(r *helmops.Release) bool {
+		return r != nil && r.Status == release.StatusDeployed && r.Revision == 1 && r.FirstDeployed.After(firstInstall)
+	})
+	time.Sleep(2 * time.Second) // several passes
+	if r := h.release("web-young"); r.Status != release.StatusPendingUpgrade || r.Revision != 2 {
+		t.Errorf("a young pending release was touched: %+v", r)
+	}
+	if r := h.release("web-upgrading"); r.Revision != 3 {
+		t.Errorf("after unlock and sync, revision %d, want 3 (rollback only: values were in sync)", r.Revision)
+	}
+}
