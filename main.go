@@ -23,13 +23,22 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/metrics"
 	"github.com/autox-dev/autox/triggers"
 	"github.com/autox-dev/autox/watch"
 )
@@ -159,10 +168,12 @@ func (c *clusterFlags) register(fs *pflag.FlagSet) {
 
 // clusterDeps are the clients built from clusterFlags.
 type clusterDeps struct {
-	rest *rest.Config
-	helm *helmops.Manager
-	inv  *helmops.Inventory
-	meta metadata.Interface
+	rest   *rest.Config
+	helm   *helmops.Manager
+	inv    *helmops.Inventory
+	meta   metadata.Interface
+	mapper meta.RESTMapper
+	client kubernetes.Interface
 }
 
 func (c *clusterFlags) connect(log zerolog.Logger) (*clusterDeps, error) {
@@ -180,18 +191,27 @@ func (c *clusterFlags) connect(log zerolog.Logger) (*clusterDeps, error) {
 	if err != nil {
 		return nil, err
 	}
-	meta, err := metadata.NewForConfig(rc)
+	mc, err := metadata.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create metadata client: %w", err)
 	}
-	return &clusterDeps{rest: rc, helm: helm, inv: inv, meta: meta}, nil
+	dc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create discovery client: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create Kubernetes client: %w", err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	return &clusterDeps{rest: rc, helm: helm, inv: inv, meta: mc, mapper: mapper, client: cs}, nil
 }
 
 // reconciler builds the one Reconciler that run, plan and list share, so they
 // cannot disagree about what to do.
 func (d *clusterDeps) reconciler(cfg *config.Config, helmTimeout time.Duration, log zerolog.Logger) *triggers.Reconciler {
 	return &triggers.Reconciler{
-		Helm: d.helm, Charts: helmops.LocalCharts{}, Triggers: triggers.TriggerReader{Client: d.meta},
+		Helm: d.helm, Charts: helmops.LocalCharts{}, Triggers: triggers.TriggerReader{Client: d.meta, Mapper: d.mapper},
 		Config: func() *config.Config { return cfg }, StaleAfter: helmTimeout + 30*time.Second, Now: time.Now, Log: log,
 	}
 }
@@ -303,6 +323,7 @@ func run(cmd *cobra.Command, f *runFlags) error {
 	if err != nil {
 		return &exitError{1, err}
 	}
+	routeKlog(log)
 	if f.config == "" {
 		return &exitError{1, errors.New("--config is required")}
 	}
@@ -330,15 +351,53 @@ func run(cmd *cobra.Command, f *runFlags) error {
 	defer stop()
 
 	var leading atomic.Bool
+	m := metrics.New(func() int { return ctrl.QueueLen() })
+	m.ConfigLoaded(true, time.Now())
+	reloader.OnOutcome = func(o watch.Outcome) {
+		switch o {
+		case watch.Applied:
+			m.ConfigReloads.WithLabelValues(metrics.Success).Inc()
+			m.ConfigLoaded(true, time.Now())
+		case watch.Unchanged:
+			m.ConfigLoaded(true, time.Now())
+		case watch.Rejected:
+			m.ConfigReloads.WithLabelValues(metrics.Error).Inc()
+			m.ConfigLoaded(false, time.Now())
+		}
+	}
+	events := record.NewBroadcaster()
+	defer events.Shutdown()
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: deps.client.CoreV1().Events("")})
+	rec := deps.reconciler(cfg, f.helmTimeout, log)
+	rec.Metrics = m
+	rec.Events = events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"})
 	ctrl = triggers.NewController(cfg, triggers.Options{
-		Reconciler: deps.reconciler(cfg, f.helmTimeout, log), Inventory: deps.inv, Metadata: deps.meta, Workers: f.workers, Resync: f.resync,
-		ShutdownTimeout: f.shutdownTimeout, Log: log,
+		Reconciler: rec, Inventory: deps.inv, Metadata: deps.meta, Workers: f.workers, Resync: f.resync,
+		ShutdownTimeout: f.shutdownTimeout, Metrics: m, Log: log,
 	})
 
+	var watcher atomic.Pointer[watch.Watcher]
 	if f.httpAddr != "" {
-		// A standby is ready: it holds a valid config and takes over on its own.
-		ready := func() bool { return !leading.Load() || ctrl.Ready() }
-		srv, err := serveHTTP(f.httpAddr, ready, log)
+		srv, err := serveHTTP(f.httpAddr, m, probes{
+			// A standby is ready: it holds a valid config and takes over on its own.
+			ready: func() error {
+				if leading.Load() && !ctrl.Ready() {
+					return errors.New("start-up cleanup has not finished or informers have not synced")
+				}
+				return nil
+			},
+			// Only stuck loops fail liveness: a bad config or chart never does.
+			healthy: func() error {
+				now := time.Now()
+				if err := ctrl.Stuck(now); err != nil {
+					return err
+				}
+				if w := watcher.Load(); w != nil {
+					return w.Stuck(now)
+				}
+				return nil
+			},
+		}, log)
 		if err != nil {
 			return &exitError{1, err}
 		}
@@ -355,16 +414,17 @@ func run(cmd *cobra.Command, f *runFlags) error {
 	// with config changes made while it stood by, then watches the file.
 	lead := func(ctx context.Context) error {
 		reloader.Check(ctx)
-		watcher, err := watch.New(watch.Options{
+		w, err := watch.New(watch.Options{
 			Path: f.config, Debounce: f.configDebounce, CheckInterval: f.configCheckInterval,
 			OnChange: func() { reloader.Check(ctx) }, Log: log,
 		})
 		if err != nil {
 			return err
 		}
+		watcher.Store(w)
 		watchCtx, stopWatch := context.WithCancel(ctx)
 		watchDone := make(chan error, 1)
-		go func() { watchDone <- watcher.Watch(watchCtx) }()
+		go func() { watchDone <- w.Watch(watchCtx) }()
 		runErr := ctrl.Run(ctx)
 		stopWatch()
 		if err := <-watchDone; err != nil {
@@ -375,14 +435,13 @@ func run(cmd *cobra.Command, f *runFlags) error {
 
 	var runErr error
 	if f.leaderElect {
-		cs, err := kubernetes.NewForConfig(deps.rest)
-		if err != nil {
-			return &exitError{1, fmt.Errorf("cannot create Kubernetes client: %w", err)}
-		}
 		runErr = triggers.RunAsLeader(ctx, triggers.LeaderOptions{
-			Client: cs, Namespace: f.leaderElectionNamespace, Name: f.leaderElectID,
+			Client: deps.client, Namespace: f.leaderElectionNamespace, Name: f.leaderElectID,
 			LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
-			OnLeading: leading.Store,
+			OnLeading: func(l bool) {
+				leading.Store(l)
+				m.Leader.Set(map[bool]float64{true: 1, false: 0}[l])
+			},
 			// Another process may already be writing: stop at once, and let
 			// Kubernetes restart this one as a standby.
 			OnLost: func() { os.Exit(1) },
@@ -390,6 +449,7 @@ func run(cmd *cobra.Command, f *runFlags) error {
 		}, lead)
 	} else {
 		leading.Store(true)
+		m.Leader.Set(1)
 		runErr = lead(ctx)
 	}
 	if runErr != nil {
@@ -426,24 +486,32 @@ func signalContext(log zerolog.Logger) (context.Context, func()) {
 	}
 }
 
+// probes are the checks behind /readyz and /healthz; nil error means pass.
+type probes struct {
+	ready, healthy func() error
+}
+
 // serveHTTP serves metrics and probes. Binding happens before returning so an
 // address in use is a start-up error, not a silent log line.
-func serveHTTP(addr string, ready func() bool, log zerolog.Logger) (*http.Server, error) {
+func serveHTTP(addr string, m *metrics.Metrics, p probes, log zerolog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen on --http-addr %s: %w", addr, err)
 	}
+	log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics, /healthz and /readyz")
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.Handler())
-	ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") }
-	mux.HandleFunc("/healthz", ok)
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !ready() {
-			http.Error(w, "not ready: start-up cleanup has not finished", http.StatusServiceUnavailable)
-			return
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	probe := func(check func() error) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			if err := check(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = io.WriteString(w, "ok\n")
 		}
-		ok(w, r)
-	})
+	}
+	mux.HandleFunc("/healthz", probe(p.healthy))
+	mux.HandleFunc("/readyz", probe(p.ready))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

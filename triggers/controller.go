@@ -19,6 +19,7 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/metrics"
 )
 
 // Options configure a Controller.
@@ -34,7 +35,9 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// RetryBase and RetryMax bound the per-spec backoff after an error.
 	RetryBase, RetryMax time.Duration
-	Log                 zerolog.Logger
+	// Metrics is optional.
+	Metrics *metrics.Metrics
+	Log     zerolog.Logger
 }
 
 // Controller runs informers, the queue, the workers and the periodic pass.
@@ -48,10 +51,14 @@ type Controller struct {
 	index    atomic.Pointer[triggerIndex]
 	stopping atomic.Bool
 	ready    atomic.Bool
+
+	pass     passTracker
+	inFlight sync.Map // spec name -> time.Time its reconcile started
 }
 
-// Ready reports whether start-up cleanup is done and the workers run.
-func (c *Controller) Ready() bool { return c.ready.Load() }
+// Ready reports whether start-up cleanup is done, the workers run and every
+// informer has synced.
+func (c *Controller) Ready() bool { return c.ready.Load() && c.informers.hasSynced() }
 
 // NewController returns a controller for the initial config cfg. The
 // Reconciler's Config func is set to the controller's config in force.
@@ -107,7 +114,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		}()
 	}
 
-	c.enqueueAll()
+	c.startPass()
 	c.ready.Store(true)
 	ticker := time.NewTicker(c.opts.Resync)
 	defer ticker.Stop()
@@ -169,23 +176,64 @@ func (c *Controller) orphanSpecs(ctx context.Context) ([]string, error) {
 }
 
 // periodicPass enqueues every spec, and every spec name that still has
-// releases the config does not want.
+// releases the config does not want; it also refreshes the release gauge.
 func (c *Controller) periodicPass(ctx context.Context) {
-	c.enqueueAll()
-	orphans, err := c.orphanSpecs(ctx)
+	c.startPass()
+	recs, err := c.opts.Inventory.Managed(ctx, c.Config().Namespaces)
 	if err != nil {
 		c.opts.Log.Error().Err(err).Msg("cannot list autox releases for garbage collection; will retry next pass")
 		return
 	}
-	for _, name := range orphans {
+	if c.opts.Metrics != nil {
+		byStatus := map[string]int{}
+		for _, r := range recs {
+			byStatus[r.Status]++
+		}
+		c.opts.Metrics.SetReleases(byStatus)
+	}
+	for _, name := range orphanSpecsOf(c.Config(), recs) {
 		c.queue.Add(name)
 	}
 }
 
-func (c *Controller) enqueueAll() {
-	for _, name := range c.Config().SpecNames() {
+// startPass enqueues every spec of the config and starts tracking when each
+// has been reconciled once: that is a complete pass.
+func (c *Controller) startPass() {
+	names := c.Config().SpecNames()
+	c.pass.start(names, time.Now(), func(started time.Time, took time.Duration) {
+		c.opts.Log.Info().Int("specs", len(names)).Dur("duration", took).Msg("pass complete")
+		if c.opts.Metrics != nil {
+			c.opts.Metrics.LastPass.Set(float64(time.Now().Unix()))
+		}
+	})
+	for _, name := range names {
 		c.queue.Add(name)
 	}
+}
+
+// QueueLen is the number of specs waiting (for the workqueue depth gauge).
+func (c *Controller) QueueLen() int { return c.queue.Len() }
+
+// Stuck reports a reconcile that has run far longer than its Helm operations
+// may take: each is bounded by --helm-timeout, so this means a hung worker.
+// Bad configs or charts never make a reconcile hang; they fail fast.
+func (c *Controller) Stuck(now time.Time) error {
+	var stuck error
+	cfg := c.Config()
+	c.inFlight.Range(func(k, v any) bool {
+		name, started := k.(string), v.(time.Time)
+		n := 1
+		if s := cfg.Specs[name]; s != nil {
+			n += len(s.ReleaseSpecs)
+		}
+		limit := time.Duration(2*n)*c.rec.StaleAfter + time.Minute
+		if d := now.Sub(started); d > limit {
+			stuck = fmt.Errorf("the reconcile of spec %s has run for %s (limit %s)", name, d.Round(time.Second), limit)
+			return false
+		}
+		return true
+	})
+	return stuck
 }
 
 // ApplyConfig puts a new, valid config in force: informers follow its
@@ -215,7 +263,10 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	if c.stopping.Load() {
 		return true // stopping: drain without starting anything
 	}
+	c.inFlight.Store(name, time.Now())
 	err := c.rec.Reconcile(ctx, name)
+	c.inFlight.Delete(name)
+	c.pass.done(name)
 	switch {
 	case err == nil:
 		c.queue.Forget(name)
@@ -257,4 +308,44 @@ func buildIndex(cfg *config.Config) *triggerIndex {
 
 func (k triggerKey) String() string {
 	return fmt.Sprintf("%s.%s %s/%s", k.Resource, k.Group, k.Namespace, k.Name)
+}
+
+// passTracker knows which specs of the current pass are still to be reconciled.
+type passTracker struct {
+	mu         sync.Mutex
+	pending    map[string]bool
+	started    time.Time
+	onComplete func(started time.Time, took time.Duration)
+}
+
+func (p *passTracker) start(names []string, now time.Time, onComplete func(time.Time, time.Duration)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pending = make(map[string]bool, len(names))
+	for _, n := range names {
+		p.pending[n] = true
+	}
+	p.started, p.onComplete = now, onComplete
+	if len(names) == 0 {
+		p.complete()
+	}
+}
+
+func (p *passTracker) done(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.pending[name] {
+		return
+	}
+	delete(p.pending, name)
+	if len(p.pending) == 0 {
+		p.complete()
+	}
+}
+
+func (p *passTracker) complete() {
+	if p.onComplete != nil {
+		p.onComplete(p.started, time.Since(p.started))
+		p.onComplete = nil
+	}
 }

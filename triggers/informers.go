@@ -23,6 +23,7 @@ type informerKey struct {
 type runningInformer struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	synced func() bool
 }
 
 // informerSet runs one metadata-only informer per (GVR, namespace) that the
@@ -107,7 +108,20 @@ func (s *informerSet) start(ctx context.Context, k informerKey) *runningInformer
 		defer close(done)
 		inf.RunWithContext(ictx)
 	}()
-	return &runningInformer{cancel: cancel, done: done}
+	return &runningInformer{cancel: cancel, done: done, synced: inf.HasSynced}
+}
+
+// hasSynced reports whether every running informer has listed its resource
+// once. An informer of a resource the API server does not serve never does.
+func (s *informerSet) hasSynced() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ri := range s.running {
+		if !ri.synced() {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *informerSet) stopAll() {

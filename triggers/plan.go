@@ -16,6 +16,10 @@ func OrphanSpecs(ctx context.Context, inv *helmops.Inventory, cfg *config.Config
 	if err != nil {
 		return nil, err
 	}
+	return orphanSpecsOf(cfg, recs), nil
+}
+
+func orphanSpecsOf(cfg *config.Config, recs []helmops.Record) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, r := range recs {
@@ -26,7 +30,7 @@ func OrphanSpecs(ctx context.Context, inv *helmops.Inventory, cfg *config.Config
 		out = append(out, r.Spec)
 	}
 	sort.Strings(out)
-	return out, nil
+	return out
 }
 
 // Wanted reports whether cfg has a release spec that wants this release.

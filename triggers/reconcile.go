@@ -8,9 +8,12 @@ import (
 
 	"github.com/rs/zerolog"
 	"helm.sh/helm/v3/pkg/chart"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/metrics"
 )
 
 // Helm is the part of helmops.Manager that reconcile uses.
@@ -44,6 +47,7 @@ type Step struct {
 	desired       *helmops.Desired
 	rollbackTo    int
 	releaseExists bool
+	trigger       *corev1.ObjectReference
 }
 
 // Changes reports whether the step would make a Helm write.
@@ -69,6 +73,9 @@ type Reconciler struct {
 	// Now is the clock; tests inject one.
 	Now func() time.Time
 	Log zerolog.Logger
+	// Metrics and Events are optional.
+	Metrics *metrics.Metrics
+	Events  record.EventRecorder
 }
 
 // ErrStepFailed marks a failure of one release spec; the others went ahead.
@@ -131,9 +138,12 @@ func (r *Reconciler) Plan(ctx context.Context, specName string) ([]Step, error) 
 		rs := spec.ReleaseSpecs[id]
 		step, err := r.planReleaseSpec(ctx, specName, id, rs, spec.Trigger, state, triggerReason, obs, current)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%w: release spec %s (release %s/%s): %w", ErrStepFailed, id, rs.Namespace, rs.ReleaseName, err))
+			err = fmt.Errorf("%w: release spec %s (release %s/%s): %w", ErrStepFailed, id, rs.Namespace, rs.ReleaseName, err)
+			errs = append(errs, err)
+			r.event(obs.Ref, corev1.EventTypeWarning, "ReleaseFailed", "%s", err.Error())
 			continue
 		}
+		step.trigger = obs.Ref
 		steps = append(steps, step)
 	}
 	return steps, errors.Join(errs...)
@@ -220,6 +230,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, specName string) error {
 		}
 	}
 	err := errors.Join(errs...)
+	if r.Metrics != nil {
+		r.Metrics.ReconcileTotal.WithLabelValues(specName, metrics.Result(err)).Inc()
+		r.Metrics.ReconcileDuration.Observe(time.Since(start).Seconds())
+	}
 	ev := r.Log.Debug()
 	if err != nil {
 		ev = r.Log.Error().Err(err)
@@ -238,12 +252,14 @@ func (r *Reconciler) apply(ctx context.Context, s Step) error {
 	)
 	switch s.Action {
 	case ActionNone:
+		log.Debug().Int("revision", s.Revision).Msg("nothing to do for release")
 		return nil
 	case ActionWait:
-		log.Info().Int("revision", s.Revision).Msg("release is locked by another operation; waiting")
+		log.Info().Int("revision", s.Revision).Msg("waiting: release is locked by another operation")
 		return nil
 	case ActionConflict:
 		log.Warn().Msg("release name taken by a release autox does not own; leaving it alone")
+		r.event(s.trigger, corev1.EventTypeWarning, "ReleaseConflict", "release %s/%s exists without autox labels; autox leaves it alone", s.Namespace, s.Release)
 		return nil
 	case ActionInstall:
 		rev, err = r.Helm.Install(ctx, *s.desired)
@@ -265,5 +281,33 @@ func (r *Reconciler) apply(ctx context.Context, s Step) error {
 		ev = log.Error().Err(err)
 	}
 	ev.Int("revision", rev).Dur("duration", time.Since(start)).Msg("release " + string(s.Action))
+	if r.Metrics != nil {
+		r.Metrics.HelmOperations.WithLabelValues(string(s.Action), metrics.Result(err)).Inc()
+	}
+	if err != nil {
+		r.event(s.trigger, corev1.EventTypeWarning, "ReleaseFailed", "%s of release %s/%s failed: %v", s.Action, s.Namespace, s.Release, err)
+	} else {
+		r.event(s.trigger, corev1.EventTypeNormal, eventReasons[s.Action], "%s release %s/%s (revision %d): %s", pastTense[s.Action], s.Namespace, s.Release, rev, s.Reason)
+	}
 	return err
+}
+
+var eventReasons = map[Action]string{
+	ActionInstall: "ReleaseInstalled", ActionUpgrade: "ReleaseUpgraded", ActionReinstall: "ReleaseReinstalled",
+	ActionUninstall: "ReleaseUninstalled", ActionRollback: "ReleaseRolledBack",
+}
+
+var pastTense = map[Action]string{
+	ActionInstall: "installed", ActionUpgrade: "upgraded", ActionReinstall: "reinstalled",
+	ActionUninstall: "uninstalled", ActionRollback: "rolled back",
+}
+
+// event records a Kubernetes Event on the trigger object, when there is one:
+// a removed trigger has nothing to attach to, and logs cover it. Messages
+// name releases and reasons, never values.
+func (r *Reconciler) event(ref *corev1.ObjectReference, eventType, reason, format string, args ...interface{}) {
+	if r.Events == nil || ref == nil {
+		return
+	}
+	r.Events.Eventf(ref, eventType, reason, format, args...)
 }

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
 
 	"github.com/autox-dev/autox/config"
@@ -24,12 +27,16 @@ func GVR(t config.Trigger) schema.GroupVersionResource {
 // custom, serves metadata.
 type TriggerReader struct {
 	Client metadata.Interface
+	// Mapper, if set, names the object's kind so that Events can be attached to it.
+	Mapper meta.RESTMapper
 }
 
 // Observation is what a live read found: whether the object exists and its labels.
 type Observation struct {
 	Found  bool
 	Labels map[string]string
+	// Ref points at the object for Kubernetes Events; nil when unknown.
+	Ref *corev1.ObjectReference
 }
 
 // Get reads one trigger. NotFound of the object itself is Found=false; every
@@ -38,12 +45,23 @@ type Observation struct {
 func (r TriggerReader) Get(ctx context.Context, t config.Trigger) (Observation, error) {
 	obj, err := r.Client.Resource(GVR(t)).Namespace(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 	if err == nil {
-		return Observation{Found: true, Labels: obj.Labels}, nil
+		return Observation{Found: true, Labels: obj.Labels, Ref: r.reference(t, obj.UID)}, nil
 	}
 	if objectNotFound(err, t.Name) {
 		return Observation{}, nil
 	}
 	return Observation{}, fmt.Errorf("cannot read trigger %s: %w", Describe(t), err)
+}
+
+func (r TriggerReader) reference(t config.Trigger, uid types.UID) *corev1.ObjectReference {
+	if r.Mapper == nil {
+		return nil
+	}
+	gvk, err := r.Mapper.KindFor(GVR(t))
+	if err != nil {
+		return nil
+	}
+	return &corev1.ObjectReference{Kind: gvk.Kind, APIVersion: gvk.GroupVersion().String(), Name: t.Name, Namespace: t.Namespace, UID: uid}
 }
 
 // objectNotFound tells "this object does not exist" from "this URL does not

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -42,6 +43,23 @@ type Watcher struct {
 	opts Options
 	dir  string
 	name string
+	// heartbeat is the Unix nano time the loop last went round; 0 when not running.
+	heartbeat atomic.Int64
+}
+
+// Stuck reports a watch loop that has not gone round for several check
+// intervals (its OnChange hangs, or the loop died). A Watcher that is not
+// running is not stuck.
+func (w *Watcher) Stuck(now time.Time) error {
+	hb := w.heartbeat.Load()
+	if hb == 0 {
+		return nil
+	}
+	limit := 3*w.opts.CheckInterval + w.opts.Debounce + time.Minute
+	if d := now.Sub(time.Unix(0, hb)); d > limit {
+		return fmt.Errorf("the config watcher has not checked the file for %s (limit %s)", d.Round(time.Second), limit)
+	}
+	return nil
 }
 
 // New returns a Watcher; defaults: Debounce 1s, CheckInterval 30s.
@@ -89,6 +107,8 @@ func (w *Watcher) Watch(ctx context.Context) error {
 		w.opts.Log.Debug().Str("dir", w.dir).Msg("watching the config directory")
 	}
 	ensureWatch()
+	w.heartbeat.Store(time.Now().UnixNano())
+	defer w.heartbeat.Store(0)
 
 	ticker := time.NewTicker(w.opts.CheckInterval)
 	defer ticker.Stop()
@@ -119,6 +139,7 @@ func (w *Watcher) Watch(ctx context.Context) error {
 			// its watch; re-adding here repairs it.
 			ensureWatch()
 			w.opts.OnChange()
+			w.heartbeat.Store(time.Now().UnixNano())
 		}
 	}
 }
