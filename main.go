@@ -209,9 +209,9 @@ func (c *clusterFlags) connect(log zerolog.Logger) (*clusterDeps, error) {
 
 // reconciler builds the one Reconciler that run, plan and list share, so they
 // cannot disagree about what to do.
-func (d *clusterDeps) reconciler(cfg *config.Config, helmTimeout time.Duration, log zerolog.Logger) *triggers.Reconciler {
+func (d *clusterDeps) reconciler(cfg *config.Config, charts helmops.ChartSource, helmTimeout time.Duration, log zerolog.Logger) *triggers.Reconciler {
 	return &triggers.Reconciler{
-		Helm: d.helm, Charts: helmops.LocalCharts{}, Triggers: triggers.TriggerReader{Client: d.meta, Mapper: d.mapper},
+		Helm: d.helm, Charts: charts, Triggers: triggers.TriggerReader{Client: d.meta, Mapper: d.mapper},
 		Config: func() *config.Config { return cfg }, StaleAfter: helmTimeout + 30*time.Second, Now: time.Now, Log: log,
 	}
 }
@@ -223,6 +223,7 @@ type runFlags struct {
 	workers                                int
 	cacheDir, repositoryConfig             string
 	registryConfig                         string
+	indexRefresh                           time.Duration
 	leaderElect                            bool
 	leaderElectionNamespace, leaderElectID string
 	leaseDuration, renewDeadline           time.Duration
@@ -254,6 +255,7 @@ func newRunCommand() *cobra.Command {
 	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "chart cache directory")
 	fs.StringVar(&f.repositoryConfig, "repository-config", "", "Helm repositories.yaml with chart repository credentials")
 	fs.StringVar(&f.registryConfig, "registry-config", "", "docker config.json with OCI registry credentials")
+	fs.DurationVar(&f.indexRefresh, "chart-index-refresh", 10*time.Minute, "how long a fetched repository index or resolved OCI tag is trusted before it is fetched again")
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect one writer among replicas with a Lease")
 	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", defaultLeaseNamespace(), "namespace of the leader election Lease")
 	fs.StringVar(&f.leaderElectID, "leader-election-id", "autox", "name of the leader election Lease")
@@ -368,7 +370,14 @@ func run(cmd *cobra.Command, f *runFlags) error {
 	events := record.NewBroadcaster()
 	defer events.Shutdown()
 	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: deps.client.CoreV1().Events("")})
-	rec := deps.reconciler(cfg, f.helmTimeout, log)
+	charts, err := helmops.NewChartCache(helmops.ChartCacheOptions{
+		Dir: f.cacheDir, RepositoryConfig: f.repositoryConfig, RegistryConfig: f.registryConfig,
+		Refresh: f.indexRefresh, Timeout: f.helmTimeout, Log: log,
+	})
+	if err != nil {
+		return &exitError{1, err}
+	}
+	rec := deps.reconciler(cfg, charts, f.helmTimeout, log)
 	rec.Metrics = m
 	rec.Events = events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"})
 	ctrl = triggers.NewController(cfg, triggers.Options{

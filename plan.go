@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/triggers"
 )
 
@@ -45,7 +46,7 @@ cluster error, 2 changes pending (only with --detailed-exitcode).`,
 			if err != nil {
 				return &exitError{1, err}
 			}
-			steps, planErr := triggers.PlanAll(cmd.Context(), deps.reconciler(cfg, cf.helmTimeout, log), deps.inv)
+			steps, planErr := triggers.PlanAll(cmd.Context(), deps.reconciler(cfg, helmops.LocalCharts{}, cf.helmTimeout, log), deps.inv)
 			if err := printSteps(cmd.OutOrStdout(), output, steps); err != nil {
 				return &exitError{1, err}
 			}

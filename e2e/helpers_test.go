@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"github.com/autox-dev/autox/helmops"
+	"regexp"
+	"strings"
 
 	"os"
 
@@ -35,4 +37,16 @@ func removeFile(p string) error { return os.Remove(p) }
 
 func helmLoad(e *env, name string) (*chart.Chart, error) {
 	return helmops.LocalCharts{}.Load(context.Background(), chartRef(name), e.charts)
+}
+
+// grepLines returns the lines of out matching the regular expression.
+func grepLines(out, expr string) string {
+	re := regexp.MustCompile(expr)
+	var keep []string
+	for _, l := range strings.Split(out, "\n") {
+		if re.MatchString(l) {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
 }

@@ -16,9 +16,25 @@ import (
 	"github.com/autox-dev/autox/internal/testenv"
 )
 
-var cluster *testenv.Cluster
+var (
+	cluster *testenv.Cluster
+	testCA  *testenv.CA
+)
 
 func TestMain(m *testing.M) {
+	// The chart servers' CA is trusted the way users mount one: SSL_CERT_FILE,
+	// set before anything reads the system trust store.
+	caDir, err := os.MkdirTemp("", "autox-ca-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(caDir)
+	if testCA, err = testenv.NewCA(caDir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("SSL_CERT_FILE", testCA.File)
 	c, err := testenv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -29,6 +45,7 @@ func TestMain(m *testing.M) {
 	if err := c.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stop control plane:", err)
 	}
+	os.RemoveAll(caDir)
 	os.Exit(code)
 }
 

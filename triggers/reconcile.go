@@ -45,6 +45,7 @@ type Step struct {
 	Revision int `json:"revision,omitempty"`
 
 	desired       *helmops.Desired
+	chartRef      config.Chart
 	rollbackTo    int
 	releaseExists bool
 	trigger       *corev1.ObjectReference
@@ -175,13 +176,21 @@ func (r *Reconciler) planReleaseSpec(ctx context.Context, specName, id string, r
 
 	var want *Want
 	if state.Wanted() {
-		ch, err := r.Charts.Load(ctx, rs.Chart, r.Config().Dir)
-		if err != nil {
-			return step, err
-		}
 		values := DesiredValues(rs, trig, obs.Labels)
-		want = &Want{Spec: specName, ReleaseSpec: id, ChartName: chartName(ch), ChartVersion: chartVersion(ch), Values: values}
-		step.desired = &helmops.Desired{Spec: specName, ReleaseSpec: id, Name: rs.ReleaseName, Namespace: rs.Namespace, Chart: ch, Values: values}
+		want = &Want{Spec: specName, ReleaseSpec: id, ChartName: rs.Chart.Name, ChartVersion: rs.Chart.Version, Values: values}
+		step.desired = &helmops.Desired{Spec: specName, ReleaseSpec: id, Name: rs.ReleaseName, Namespace: rs.Namespace, Values: values}
+		step.chartRef = rs.Chart
+		if rs.Chart.Path != "" {
+			// Only a local chart must be read to learn its name and version;
+			// a repository chart names them in the config, and is fetched
+			// only when an operation needs it.
+			ch, err := r.Charts.Load(ctx, rs.Chart, r.Config().Dir)
+			if err != nil {
+				return step, err
+			}
+			want.ChartName, want.ChartVersion = chartName(ch), chartVersion(ch)
+			step.desired.Chart = ch
+		}
 	}
 	relState, relReason, err := ClassifyRelease(rel, specName, id, want, r.Now(), r.StaleAfter)
 	if err != nil {
@@ -261,12 +270,8 @@ func (r *Reconciler) apply(ctx context.Context, s Step) error {
 		log.Warn().Msg("release name taken by a release autox does not own; leaving it alone")
 		r.event(s.trigger, corev1.EventTypeWarning, "ReleaseConflict", "release %s/%s exists without autox labels; autox leaves it alone", s.Namespace, s.Release)
 		return nil
-	case ActionInstall:
-		rev, err = r.Helm.Install(ctx, *s.desired)
-	case ActionUpgrade:
-		rev, err = r.Helm.Upgrade(ctx, *s.desired)
-	case ActionReinstall:
-		rev, err = r.Helm.Reinstall(ctx, *s.desired)
+	case ActionInstall, ActionUpgrade, ActionReinstall:
+		rev, err = r.install(ctx, s)
 	case ActionUninstall:
 		err = r.Helm.Uninstall(ctx, s.Namespace, s.Release)
 		rev = s.Revision
@@ -290,6 +295,32 @@ func (r *Reconciler) apply(ctx context.Context, s Step) error {
 		r.event(s.trigger, corev1.EventTypeNormal, eventReasons[s.Action], "%s release %s/%s (revision %d): %s", pastTense[s.Action], s.Namespace, s.Release, rev, s.Reason)
 	}
 	return err
+}
+
+// install runs an install, upgrade or reinstall, loading a repository chart
+// first if the plan did not need it.
+func (r *Reconciler) install(ctx context.Context, s Step) (int, error) {
+	d := *s.desired
+	if d.Chart == nil {
+		ch, err := r.Charts.Load(ctx, s.chartRef, r.Config().Dir)
+		if err != nil {
+			return 0, err
+		}
+		// Otherwise every pass would see a difference and upgrade again.
+		if chartName(ch) != s.chartRef.Name || chartVersion(ch) != s.chartRef.Version {
+			return 0, fmt.Errorf("chart %s %s from %s is named %s %s in its Chart.yaml; fix the repository or the config",
+				s.chartRef.Name, s.chartRef.Version, s.chartRef.Repo, chartName(ch), chartVersion(ch))
+		}
+		d.Chart = ch
+	}
+	switch s.Action {
+	case ActionInstall:
+		return r.Helm.Install(ctx, d)
+	case ActionUpgrade:
+		return r.Helm.Upgrade(ctx, d)
+	default:
+		return r.Helm.Reinstall(ctx, d)
+	}
 }
 
 var eventReasons = map[Action]string{

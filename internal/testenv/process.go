@@ -57,9 +57,15 @@ func (s *syncBuffer) String() string {
 // the test did not stop it, and prints its output when the test failed.
 func StartProcess(t testing.TB, bin string, args ...string) *Process {
 	t.Helper()
+	return StartProcessEnv(t, nil, bin, args...)
+}
+
+// StartProcessEnv is StartProcess with extra environment variables (KEY=value).
+func StartProcessEnv(t testing.TB, env []string, bin string, args ...string) *Process {
+	t.Helper()
 	p := &Process{t: t, cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.Env = os.Environ()
+	p.cmd.Env = append(os.Environ(), env...)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}

@@ -1,0 +1,491 @@
+package helmops
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/registry"
+	"helm.sh/helm/v3/pkg/repo"
+
+	"github.com/autox-dev/autox/config"
+)
+
+// ChartCacheOptions configure a ChartCache.
+type ChartCacheOptions struct {
+	// Dir holds downloaded charts (by digest) and repository indexes.
+	Dir string
+	// RepositoryConfig is a Helm repositories.yaml with credentials and TLS
+	// settings per repository URL; "" for none. It is re-read on every index
+	// refresh, so rotated credentials mounted from a Secret apply without a restart.
+	RepositoryConfig string
+	// RegistryConfig is a docker config.json with OCI registry credentials; "" for none.
+	RegistryConfig string
+	// Refresh is how long a fetched index or a resolved OCI tag is trusted
+	// before it is fetched again (default 10m). Chart bytes, once verified, are
+	// kept by digest and never downloaded again.
+	Refresh time.Duration
+	// Timeout bounds one index fetch or chart download (default 2m).
+	Timeout time.Duration
+	Log     zerolog.Logger
+	Now     func() time.Time
+}
+
+// ChartCache is the ChartSource for every kind of chart reference: a local
+// path, an http(s) Helm repository, or an oci:// registry. Downloaded charts
+// are verified and cached on disk by digest; each Load parses the cached bytes
+// anew, because Helm mutates the *chart.Chart it installs.
+type ChartCache struct {
+	opts ChartCacheOptions
+
+	regOnce sync.Once
+	reg     *registry.Client
+	regErr  error
+
+	mu      sync.Mutex
+	indexes map[string]*cachedIndex // repository URL -> index
+	tags    map[string]resolvedTag  // oci reference -> manifest digest
+	fetchMu sync.Map                // key -> *sync.Mutex: one fetch of a thing at a time
+}
+
+type cachedIndex struct {
+	index   *repo.IndexFile
+	fetched time.Time
+}
+
+type resolvedTag struct {
+	digest   string
+	resolved time.Time
+}
+
+var _ ChartSource = (*ChartCache)(nil)
+
+// NewChartCache returns a ChartCache; it creates opts.Dir if needed.
+func NewChartCache(opts ChartCacheOptions) (*ChartCache, error) {
+	if opts.Refresh <= 0 {
+		opts.Refresh = 10 * time.Minute
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 2 * time.Minute
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	for _, d := range []string{"charts", "indexes"} {
+		if err := os.MkdirAll(filepath.Join(opts.Dir, d), 0o700); err != nil {
+			return nil, fmt.Errorf("cannot create chart cache directory: %w", err)
+		}
+	}
+	return &ChartCache{opts: opts, indexes: map[string]*cachedIndex{}, tags: map[string]resolvedTag{}}, nil
+}
+
+// Load returns a freshly parsed chart for ref.
+func (c *ChartCache) Load(ctx context.Context, ref config.Chart, configDir string) (*chart.Chart, error) {
+	if ref.Path != "" {
+		return LocalCharts{}.Load(ctx, ref, configDir)
+	}
+	var (
+		data []byte
+		err  error
+	)
+	if strings.HasPrefix(ref.Repo, "oci://") {
+		data, err = c.ociChart(ctx, ref)
+	} else {
+		data, err = c.repoChart(ctx, ref)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ch, err := loader.LoadArchive(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("cannot parse chart %s %s from %s: %w", ref.Name, ref.Version, redact(ref.Repo), err)
+	}
+	return ch, nil
+}
+
+// lock serialises fetches of one thing (an index, a chart) so that workers
+// needing it at once download it once.
+func (c *ChartCache) lock(key string) func() {
+	m, _ := c.fetchMu.LoadOrStore(key, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+// ---- HTTP(S) repositories ----
+
+func (c *ChartCache) repoChart(ctx context.Context, ref config.Chart) ([]byte, error) {
+	repoURL := strings.TrimSuffix(ref.Repo, "/")
+	entry, err := c.repoEntry(repoURL)
+	if err != nil {
+		return nil, err
+	}
+	cv, err := c.chartVersion(ctx, repoURL, entry, ref)
+	if err != nil {
+		return nil, err
+	}
+	if cv.Digest != "" {
+		if data, ok := c.cached("sha256-" + cv.Digest); ok {
+			return data, nil
+		}
+	}
+	if len(cv.URLs) == 0 {
+		return nil, fmt.Errorf("chart %s %s in repository %s has no download URL", ref.Name, ref.Version, redact(repoURL))
+	}
+	defer c.lock("chart " + repoURL + " " + ref.Name + " " + ref.Version)()
+	if cv.Digest != "" {
+		if data, ok := c.cached("sha256-" + cv.Digest); ok {
+			return data, nil // another worker fetched it meanwhile
+		}
+	}
+	chartURL, err := resolveURL(repoURL, cv.URLs[0])
+	if err != nil {
+		return nil, fmt.Errorf("chart %s %s in repository %s has a bad URL %q: %w", ref.Name, ref.Version, redact(repoURL), cv.URLs[0], err)
+	}
+	// Credentials go to the repository's own host only, unless the entry
+	// says otherwise (Helm's pass_credentials_all).
+	sendAuth := entry.PassCredentialsAll || sameHost(repoURL, chartURL)
+	data, err := c.get(ctx, chartURL, entry, sendAuth)
+	if err != nil {
+		return nil, fmt.Errorf("cannot download chart %s %s: %w", ref.Name, ref.Version, err)
+	}
+	sum := sha256.Sum256(data)
+	got := hex.EncodeToString(sum[:])
+	if cv.Digest != "" && !strings.EqualFold(cv.Digest, got) {
+		return nil, fmt.Errorf("chart %s %s from %s: digest mismatch: the index says sha256:%s, the download is sha256:%s; the repository is inconsistent or the download was tampered with",
+			ref.Name, ref.Version, redact(chartURL), cv.Digest, got)
+	}
+	c.store("sha256-"+got, data)
+	return data, nil
+}
+
+// chartVersion finds the exact version in the repository index, fetching the
+// index when the cached one is older than Refresh. A failed refresh falls back
+// to the older index: versions are immutable, and a repository outage must not
+// stop releases whose chart is already known.
+func (c *ChartCache) chartVersion(ctx context.Context, repoURL string, entry *repo.Entry, ref config.Chart) (*repo.ChartVersion, error) {
+	idx, err := c.index(ctx, repoURL, entry)
+	if err != nil {
+		return nil, err
+	}
+	for _, cv := range idx.Entries[ref.Name] {
+		if cv.Version == ref.Version {
+			return cv, nil
+		}
+	}
+	if _, ok := idx.Entries[ref.Name]; !ok {
+		return nil, fmt.Errorf("chart %s not found in repository %s", ref.Name, redact(repoURL))
+	}
+	return nil, fmt.Errorf("chart %s has no version %s in repository %s", ref.Name, ref.Version, redact(repoURL))
+}
+
+func (c *ChartCache) index(ctx context.Context, repoURL string, entry *repo.Entry) (*repo.IndexFile, error) {
+	now := c.opts.Now()
+	c.mu.Lock()
+	ci := c.indexes[repoURL]
+	c.mu.Unlock()
+	if ci != nil && now.Sub(ci.fetched) < c.opts.Refresh {
+		return ci.index, nil
+	}
+	defer c.lock("index " + repoURL)()
+	c.mu.Lock()
+	ci = c.indexes[repoURL]
+	c.mu.Unlock()
+	if ci != nil && now.Sub(ci.fetched) < c.opts.Refresh {
+		return ci.index, nil
+	}
+
+	// An index on disk from an earlier run counts as fetched at its mtime,
+	// so a restart does not refetch every repository at once.
+	path := filepath.Join(c.opts.Dir, "indexes", cacheName(repoURL)+".yaml")
+	if ci == nil {
+		if st, err := os.Stat(path); err == nil && now.Sub(st.ModTime()) < c.opts.Refresh {
+			if idx, err := repo.LoadIndexFile(path); err == nil {
+				c.remember(repoURL, idx, st.ModTime())
+				return idx, nil
+			}
+		}
+	}
+	idx, err := c.fetchIndex(ctx, repoURL, entry, path)
+	if err != nil {
+		if ci != nil {
+			c.opts.Log.Warn().Err(err).Str("repo", redact(repoURL)).Msg("cannot refresh the repository index; using the one fetched before")
+			return ci.index, nil
+		}
+		if idx, lerr := repo.LoadIndexFile(path); lerr == nil {
+			c.opts.Log.Warn().Err(err).Str("repo", redact(repoURL)).Msg("cannot fetch the repository index; using the one cached on disk")
+			c.remember(repoURL, idx, now.Add(-c.opts.Refresh+time.Minute))
+			return idx, nil
+		}
+		return nil, err
+	}
+	c.remember(repoURL, idx, now)
+	return idx, nil
+}
+
+func (c *ChartCache) remember(repoURL string, idx *repo.IndexFile, at time.Time) {
+	c.mu.Lock()
+	c.indexes[repoURL] = &cachedIndex{index: idx, fetched: at}
+	c.mu.Unlock()
+}
+
+func (c *ChartCache) fetchIndex(ctx context.Context, repoURL string, entry *repo.Entry, path string) (*repo.IndexFile, error) {
+	data, err := c.get(ctx, repoURL+"/index.yaml", entry, true)
+	if err != nil {
+		return nil, fmt.Errorf("cannot fetch the index of repository %s: %w", redact(repoURL), err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return nil, fmt.Errorf("cannot cache the index of %s: %w", redact(repoURL), err)
+	}
+	idx, err := repo.LoadIndexFile(tmp)
+	if err != nil {
+		_ = os.Remove(tmp)
+		return nil, fmt.Errorf("the index of repository %s is not valid: %w", redact(repoURL), err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, fmt.Errorf("cannot cache the index of %s: %w", redact(repoURL), err)
+	}
+	c.opts.Log.Debug().Str("repo", redact(repoURL)).Msg("repository index fetched")
+	return idx, nil
+}
+
+// repoEntry returns the repositories.yaml entry for repoURL, or an empty one.
+func (c *ChartCache) repoEntry(repoURL string) (*repo.Entry, error) {
+	if c.opts.RepositoryConfig == "" {
+		return &repo.Entry{URL: repoURL}, nil
+	}
+	f, err := repo.LoadFile(c.opts.RepositoryConfig)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read --repository-config %s: %w", c.opts.RepositoryConfig, err)
+	}
+	for _, e := range f.Repositories {
+		if strings.TrimSuffix(e.URL, "/") == repoURL {
+			return e, nil
+		}
+	}
+	return &repo.Entry{URL: repoURL}, nil
+}
+
+// get fetches u with the entry's TLS settings and, if sendAuth, its credentials.
+func (c *ChartCache) get(ctx context.Context, u string, entry *repo.Entry, sendAuth bool) ([]byte, error) {
+	client, err := httpClient(entry)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	if sendAuth && entry.Username != "" {
+		req.SetBasicAuth(entry.Username, entry.Password)
+	}
+	req.Header.Set("User-Agent", "autox")
+	resp, err := client.Do(req)
+	if err != nil {
+		// url.Error repeats the URL; make sure it carries no credentials.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = redact(ue.URL)
+		}
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		reason := resp.Status
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+			reason += " (check the credentials for this URL in --repository-config)"
+		}
+		return nil, fmt.Errorf("GET %s: %s", redact(u), reason)
+	}
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", redact(u), err)
+	}
+	return data, nil
+}
+
+// httpClient builds a client for one repository entry. TLS verification is on
+// unless the entry turns it off; the system trust store (which honours
+// SSL_CERT_FILE) is extended by the entry's caFile.
+func httpClient(entry *repo.Entry) (*http.Client, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: entry.InsecureSkipTLSverify} //nolint:gosec // the user's explicit choice
+	if entry.CAFile != "" {
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		pem, err := os.ReadFile(entry.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read caFile of repository %s: %w", redact(entry.URL), err)
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("caFile %s of repository %s holds no PEM certificate", entry.CAFile, redact(entry.URL))
+		}
+		tlsCfg.RootCAs = pool
+	}
+	if entry.CertFile != "" || entry.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(entry.CertFile, entry.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("cannot load certFile/keyFile of repository %s: %w", redact(entry.URL), err)
+		}
+		tlsCfg.Certificates = []tls.Certificate{cert}
+	}
+	tr.TLSClientConfig = tlsCfg
+	return &http.Client{Transport: tr}, nil
+}
+
+// ---- OCI registries ----
+
+func (c *ChartCache) registry() (*registry.Client, error) {
+	c.regOnce.Do(func() {
+		opts := []registry.ClientOption{
+			registry.ClientOptWriter(io.Discard),
+			// The default transport uses the system trust store, SSL_CERT_FILE included.
+			registry.ClientOptHTTPClient(&http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: c.opts.Timeout}),
+		}
+		creds := c.opts.RegistryConfig
+		if creds == "" {
+			// No credentials: a file that does not exist, rather than the
+			// current user's docker or Helm login.
+			creds = filepath.Join(c.opts.Dir, "no-registry-credentials.json")
+		}
+		opts = append(opts, registry.ClientOptCredentialsFile(creds))
+		c.reg, c.regErr = registry.NewClient(opts...)
+		if c.regErr != nil {
+			c.regErr = fmt.Errorf("cannot create the OCI registry client: %w", c.regErr)
+		}
+	})
+	return c.reg, c.regErr
+}
+
+func (c *ChartCache) ociChart(_ context.Context, ref config.Chart) ([]byte, error) {
+	reg, err := c.registry()
+	if err != nil {
+		return nil, err
+	}
+	full := strings.TrimSuffix(strings.TrimPrefix(ref.Repo, "oci://"), "/") + "/" + ref.Name + ":" + strings.ReplaceAll(ref.Version, "+", "_")
+	now := c.opts.Now()
+
+	c.mu.Lock()
+	tag, known := c.tags[full]
+	c.mu.Unlock()
+	if !known || now.Sub(tag.resolved) >= c.opts.Refresh {
+		desc, err := reg.Resolve(full)
+		switch {
+		case err == nil:
+			tag = resolvedTag{digest: desc.Digest.String(), resolved: now}
+			c.mu.Lock()
+			c.tags[full] = tag
+			c.mu.Unlock()
+		case known:
+			c.opts.Log.Warn().Err(err).Str("chart", "oci://"+full).Msg("cannot resolve the chart tag again; using the digest resolved before")
+		default:
+			return nil, fmt.Errorf("cannot resolve chart oci://%s: %w", full, err)
+		}
+	}
+	key := "oci-" + strings.ReplaceAll(tag.digest, ":", "-")
+	if data, ok := c.cached(key); ok {
+		return data, nil
+	}
+	defer c.lock("oci " + full)()
+	if data, ok := c.cached(key); ok {
+		return data, nil
+	}
+	res, err := reg.Pull(full, registry.PullOptWithChart(true), registry.PullOptIgnoreMissingProv(true))
+	if err != nil {
+		return nil, fmt.Errorf("cannot pull chart oci://%s: %w", full, err)
+	}
+	if res.Manifest != nil && res.Manifest.Digest != tag.digest {
+		// The tag moved between resolve and pull: keep what was pulled.
+		key = "oci-" + strings.ReplaceAll(res.Manifest.Digest, ":", "-")
+		c.mu.Lock()
+		c.tags[full] = resolvedTag{digest: res.Manifest.Digest, resolved: now}
+		c.mu.Unlock()
+	}
+	c.store(key, res.Chart.Data)
+	return res.Chart.Data, nil
+}
+
+// ---- the disk cache ----
+
+// cached returns a cached chart archive. A "sha256-<hex>" entry is checked
+// against its name, so a corrupted file is fetched again, not installed.
+func (c *ChartCache) cached(key string) ([]byte, bool) {
+	data, err := os.ReadFile(filepath.Join(c.opts.Dir, "charts", key+".tgz"))
+	if err != nil {
+		return nil, false
+	}
+	if hexSum, ok := strings.CutPrefix(key, "sha256-"); ok {
+		sum := sha256.Sum256(data)
+		if !strings.EqualFold(hex.EncodeToString(sum[:]), hexSum) {
+			return nil, false
+		}
+	}
+	return data, true
+}
+
+func (c *ChartCache) store(key string, data []byte) {
+	path := filepath.Join(c.opts.Dir, "charts", key+".tgz")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err == nil {
+		err = os.Rename(tmp, path)
+		if err == nil {
+			return
+		}
+	}
+	// A read-only or full disk only costs a download next time.
+	c.opts.Log.Warn().Str("path", path).Msg("cannot write the chart cache")
+}
+
+func cacheName(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:12])
+}
+
+func resolveURL(base, ref string) (string, error) {
+	b, err := url.Parse(base + "/")
+	if err != nil {
+		return "", err
+	}
+	r, err := url.Parse(ref)
+	if err != nil {
+		return "", err
+	}
+	return b.ResolveReference(r).String(), nil
+}
+
+func sameHost(a, b string) bool {
+	ua, err1 := url.Parse(a)
+	ub, err2 := url.Parse(b)
+	return err1 == nil && err2 == nil && ua.Host == ub.Host
+}
+
+// redact removes user and password from a URL for errors and logs.
+func redact(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || p.User == nil {
+		return u
+	}
+	p.User = nil
+	return p.String()
+}

@@ -1,0 +1,318 @@
+package testenv
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/distribution/distribution/v3/configuration"
+	dregistry "github.com/distribution/distribution/v3/registry"
+	_ "github.com/distribution/distribution/v3/registry/auth/htpasswd"           // registers the htpasswd access controller
+	_ "github.com/distribution/distribution/v3/registry/storage/driver/inmemory" // registers the inmemory storage driver
+	"github.com/sirupsen/logrus"
+	"golang.org/x/crypto/bcrypt"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/registry"
+	"helm.sh/helm/v3/pkg/repo"
+)
+
+// CA is a test certificate authority with one server certificate for 127.0.0.1.
+type CA struct {
+	// File is the CA certificate in PEM, for SSL_CERT_FILE or a caFile.
+	File              string
+	CertFile, KeyFile string
+	ServerCert        tls.Certificate
+	pool              *x509.CertPool
+}
+
+// NewCA writes a CA and a 127.0.0.1 server certificate into dir.
+func NewCA(dir string) (*CA, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "autox test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	ca := &CA{File: filepath.Join(dir, "ca.pem"), CertFile: filepath.Join(dir, "server.pem"), KeyFile: filepath.Join(dir, "server-key.pem")}
+	write := func(path, typ string, b []byte) error {
+		return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600)
+	}
+	if err := errors.Join(write(ca.File, "CERTIFICATE", caDER), write(ca.CertFile, "CERTIFICATE", der), write(ca.KeyFile, "EC PRIVATE KEY", keyDER)); err != nil {
+		return nil, err
+	}
+	if ca.ServerCert, err = tls.LoadX509KeyPair(ca.CertFile, ca.KeyFile); err != nil {
+		return nil, err
+	}
+	ca.pool = x509.NewCertPool()
+	ca.pool.AddCert(caCert)
+	return ca, nil
+}
+
+// PackageCharts packages the named charts of testdata/charts into dir as .tgz
+// files, with Helm's own chartutil, and returns their paths.
+func PackageCharts(dir string, names ...string) ([]string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, n := range names {
+		ch, err := loader.Load(filepath.Join(root, "testdata", "charts", n))
+		if err != nil {
+			return nil, err
+		}
+		p, err := chartutil.Save(ch, dir)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// ChartRepo is a real Helm HTTP repository on 127.0.0.1: an index.yaml made
+// by Helm's repo package and the packaged charts, served with optional basic
+// auth and TLS. It counts the requests it serves.
+type ChartRepo struct {
+	URL      string
+	Dir      string
+	server   *httptest.Server
+	user     string
+	password string
+	down     atomic.Bool
+
+	mu       sync.Mutex
+	requests map[string]int
+}
+
+// NewChartRepo serves the named testdata charts. With user set, every request
+// needs basic auth; with ca set, it serves HTTPS with ca's server certificate.
+func NewChartRepo(dir string, ca *CA, user, password string, charts ...string) (*ChartRepo, error) {
+	if _, err := PackageCharts(dir, charts...); err != nil {
+		return nil, err
+	}
+	// An empty base URL makes the index's chart URLs relative to the repository.
+	idx, err := repo.IndexDirectory(dir, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := idx.WriteFile(filepath.Join(dir, "index.yaml"), 0o644); err != nil {
+		return nil, err
+	}
+	r := &ChartRepo{Dir: dir, user: user, password: password, requests: map[string]int{}}
+	files := http.FileServer(http.Dir(dir))
+	r.server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.requests[req.URL.Path]++
+		r.mu.Unlock()
+		if r.down.Load() {
+			http.Error(w, "repository down for a test", http.StatusServiceUnavailable)
+			return
+		}
+		if r.user != "" {
+			u, p, ok := req.BasicAuth()
+			if !ok || u != r.user || p != r.password {
+				w.Header().Set("WWW-Authenticate", `Basic realm="charts"`)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+		}
+		files.ServeHTTP(w, req)
+	}))
+	if ca != nil {
+		r.server.TLS = &tls.Config{Certificates: []tls.Certificate{ca.ServerCert}, MinVersion: tls.VersionTLS12}
+		r.server.StartTLS()
+	} else {
+		r.server.Start()
+	}
+	r.URL = r.server.URL
+	return r, nil
+}
+
+// Requests returns how many requests path got (e.g. "/index.yaml").
+func (r *ChartRepo) Requests(path string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.requests[path]
+}
+
+// TotalRequests returns how many requests the repository got.
+func (r *ChartRepo) TotalRequests() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.requests {
+		n += c
+	}
+	return n
+}
+
+// SetDown makes every request fail with 503 (true) or be served again.
+func (r *ChartRepo) SetDown(down bool) { r.down.Store(down) }
+
+// Close stops the server.
+func (r *ChartRepo) Close() { r.server.Close() }
+
+// OCIRegistry is a real OCI registry (distribution/v3, as Helm's own tests
+// use) on 127.0.0.1 with TLS and htpasswd basic auth.
+type OCIRegistry struct {
+	// Host is host:port, as used in oci:// references.
+	Host     string
+	reg      *dregistry.Registry
+	done     chan error
+	User     string
+	Password string
+	ca       *CA
+}
+
+// NewOCIRegistry starts a registry with TLS from ca and one user.
+func NewOCIRegistry(dir string, ca *CA, user, password string) (*OCIRegistry, error) {
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	if err != nil {
+		return nil, err
+	}
+	htpasswd := filepath.Join(dir, "htpasswd")
+	if err := os.WriteFile(htpasswd, []byte(user+":"+string(hash)+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	// The registry logs every 404 of a push probe and would export traces to
+	// an OpenTelemetry collector on localhost: neither is wanted in tests.
+	logrus.SetOutput(io.Discard)
+	os.Setenv("OTEL_TRACES_EXPORTER", "none")
+
+	cfg := &configuration.Configuration{}
+	cfg.HTTP.Addr = addr
+	cfg.HTTP.DrainTimeout = time.Second
+	cfg.HTTP.TLS.Certificate = ca.CertFile
+	cfg.HTTP.TLS.Key = ca.KeyFile
+	cfg.Storage = map[string]configuration.Parameters{"inmemory": map[string]interface{}{}}
+	cfg.Auth = configuration.Auth{"htpasswd": configuration.Parameters{"realm": "autox-test", "path": htpasswd}}
+	cfg.Log.Level = "error"
+	cfg.Log.AccessLog.Disabled = true
+	reg, err := dregistry.NewRegistry(context.Background(), cfg)
+	if err != nil {
+		return nil, err
+	}
+	o := &OCIRegistry{Host: addr, reg: reg, done: make(chan error, 1), User: user, Password: password, ca: ca}
+	go func() { o.done <- reg.ListenAndServe() }()
+	// Wait until it accepts connections.
+	for i := 0; ; i++ {
+		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS12})
+		if err == nil {
+			c.Close()
+			break
+		}
+		if i > 100 {
+			o.Close()
+			return nil, fmt.Errorf("registry did not start on %s: %w", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return o, nil
+}
+
+// Push pushes packaged charts (.tgz paths) under oci://Host/<path>/<name>:<version>.
+func (o *OCIRegistry) Push(path string, tgzs ...string) error {
+	client, err := registry.NewClient(
+		registry.ClientOptBasicAuth(o.User, o.Password),
+		registry.ClientOptWriter(devNull{}),
+		registry.ClientOptCredentialsFile(filepath.Join(os.TempDir(), "autox-test-no-credentials.json")),
+		registry.ClientOptHTTPClient(&http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: o.ca.pool, MinVersion: tls.VersionTLS12}}}),
+	)
+	if err != nil {
+		return err
+	}
+	for _, t := range tgzs {
+		ch, err := loader.Load(t)
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(t)
+		if err != nil {
+			return err
+		}
+		ref := fmt.Sprintf("%s/%s/%s:%s", o.Host, strings.Trim(path, "/"), ch.Metadata.Name, ch.Metadata.Version)
+		if _, err := client.Push(data, ref); err != nil {
+			return fmt.Errorf("push %s: %w", ref, err)
+		}
+	}
+	return nil
+}
+
+// DockerConfig writes a docker config.json with this registry's credentials.
+func (o *OCIRegistry) DockerConfig(path string) error {
+	auth := base64Std(o.User + ":" + o.Password)
+	return os.WriteFile(path, []byte(fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, o.Host, auth)), 0o600)
+}
+
+// Close stops the registry.
+func (o *OCIRegistry) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = o.reg.Shutdown(ctx)
+	select {
+	case <-o.done:
+	case <-ctx.Done():
+	}
+}
+
+type devNull struct{}
+
+func (devNull) Write(p []byte) (int, error) { return len(p), nil }
+
+func base64Std(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
