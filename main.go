@@ -313,9 +313,10 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot configure the Kubernetes client: %w", err)
 	}
-	// client-go's default of 5 requests/s would make a pass over many triggers
-	// crawl; the API server's own priority and fairness protects it.
-	cfg.QPS, cfg.Burst = 50, 100
+	// client-go's default of 5 requests/s would make convergence of many
+	// releases crawl; the API server's own priority and fairness protects it.
+	cfg.QPS, cfg.Burst = 100, 200
+	cfg.Wrap(countRequests)
 	cfg.UserAgent = "autox/" + version
 	return cfg, nil
 }
@@ -353,7 +354,7 @@ func run(cmd *cobra.Command, f *runFlags) error {
 	defer stop()
 
 	var leading atomic.Bool
-	m := metrics.New(func() int { return ctrl.QueueLen() })
+	m := metrics.New(func() int { return ctrl.QueueLen() }, func() float64 { return float64(apiRequests.Load()) })
 	m.ConfigLoaded(true, time.Now())
 	reloader.OnOutcome = func(o watch.Outcome) {
 		switch o {
@@ -382,7 +383,7 @@ func run(cmd *cobra.Command, f *runFlags) error {
 	rec.Events = events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"})
 	ctrl = triggers.NewController(cfg, triggers.Options{
 		Reconciler: rec, Inventory: deps.inv, Metadata: deps.meta, Workers: f.workers, Resync: f.resync,
-		ShutdownTimeout: f.shutdownTimeout, Metrics: m, Log: log,
+		ShutdownTimeout: f.shutdownTimeout, Metrics: m, RequestCount: apiRequests.Load, Log: log,
 	})
 
 	var watcher atomic.Pointer[watch.Watcher]
@@ -467,6 +468,21 @@ func run(cmd *cobra.Command, f *runFlags) error {
 	log.Info().Msg("autox stopped")
 	return nil
 }
+
+// apiRequests counts the requests autox makes to the API server, Helm's
+// included (every client is built from one rest.Config).
+var apiRequests atomic.Int64
+
+func countRequests(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		apiRequests.Add(1)
+		return rt.RoundTrip(req)
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // signalContext is cancelled by the first SIGINT or SIGTERM; a second one
 // exits at once.

@@ -234,7 +234,7 @@ func TestBinaryRestarts(t *testing.T) {
 		p := e.run(cfg)
 		// Two resync periods: the start pass and one periodic pass.
 		testenv.Eventually(t, patience, "a pass after restart", func() (bool, error) {
-			return strings.Count(p.Output(), `"message":"spec reconciled"`) >= 4, nil
+			return strings.Count(p.Output(), `"message":"pass complete"`) >= 2, nil
 		})
 		if code := p.Stop(patience); code != 0 {
 			t.Fatalf("restart %d: exit code %d", i, code)

@@ -126,7 +126,7 @@ func TestPlanMatchesRun(t *testing.T) {
 	e.waitRelease("c-z", "installed", deployedAt(1))
 	e.waitRelease("b-yy", "uninstalled", gone)
 	testenv.Eventually(t, patience, "converged", func() (bool, error) {
-		return strings.Count(p.Output(), `"message":"spec reconciled"`) >= 8, nil
+		return strings.Count(p.Output(), `"message":"pass complete"`) >= 3, nil
 	})
 	p.Stop(patience)
 	var planned, done []string

@@ -111,7 +111,7 @@ func TestConfigDeletedKeepsReleases(t *testing.T) {
 	}
 	// Passes go on with the last valid config.
 	testenv.Eventually(t, patience, "two more passes", func() (bool, error) {
-		return strings.Count(p.Output(), `"message":"spec reconciled"`) >= 3, nil
+		return strings.Count(p.Output(), `"message":"pass complete"`) >= 3, nil
 	})
 	if r := e.release("web-hello"); r == nil || r.Revision != 1 {
 		t.Fatalf("release changed after the config file was deleted: %+v", r)

@@ -188,7 +188,7 @@ func TestUpgradeOfAutoxMakesNoWrites(t *testing.T) {
 	p2 := testenv.StartProcess(t, v2, "run", "--config", cfg, "--kubeconfig", cluster.Kubeconfig, "--resync", "1s",
 		"--http-addr", "127.0.0.1:0", "--leader-elect=false", "--log-level", "debug")
 	testenv.Eventually(t, patience, "three passes of the new build", func() (bool, error) {
-		return strings.Count(p2.Output(), `"message":"spec reconciled"`) >= 3*n, nil
+		return strings.Count(p2.Output(), `"message":"pass complete"`) >= 3, nil
 	})
 	if code := p2.Stop(patience); code != 0 {
 		t.Errorf("exit code %d", code)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -26,6 +27,14 @@ import (
 const (
 	LabelSpec        = "autox.dev/spec"
 	LabelReleaseSpec = "autox.dev/release-spec"
+	// LabelDigest is a digest of the chart name, version and values autox
+	// installed; with LabelRevision it lets a pass tell from record metadata
+	// alone that a release needs nothing (see triggers.InSync).
+	LabelDigest = "autox.dev/digest"
+	// LabelRevision is the revision autox's own operation created. Any other
+	// Helm write (a manual upgrade or rollback) creates a record whose Helm
+	// revision differs, which sends the release to the full comparison.
+	LabelRevision = "autox.dev/revision"
 )
 
 // Storage drivers autox supports for release records.
@@ -232,10 +241,19 @@ type Desired struct {
 	// Chart must be freshly loaded for this operation (see ChartSource).
 	Chart  *chart.Chart
 	Values map[string]interface{}
+	// Digest identifies chart and values for the metadata fast path; "" for none.
+	Digest string
+	// Revision is the revision an upgrade will create (the current one + 1).
+	Revision int
 }
 
-func (d Desired) labels() map[string]string {
-	return map[string]string{LabelSpec: d.Spec, LabelReleaseSpec: d.ReleaseSpec}
+func (d Desired) labels(revision int) map[string]string {
+	l := map[string]string{LabelSpec: d.Spec, LabelReleaseSpec: d.ReleaseSpec}
+	if d.Digest != "" {
+		l[LabelDigest] = d.Digest
+		l[LabelRevision] = strconv.Itoa(revision)
+	}
+	return l
 }
 
 // Install installs a new release and returns its revision.
@@ -247,7 +265,7 @@ func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
 	in := action.NewInstall(cfg)
 	in.ReleaseName = d.Name
 	in.Namespace = d.Namespace
-	in.Labels = d.labels()
+	in.Labels = d.labels(1)
 	in.Timeout = m.opts.Timeout
 	rel, err := in.RunWithContext(ctx, d.Chart, d.Values)
 	if err != nil {
@@ -265,7 +283,7 @@ func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
 	}
 	up := action.NewUpgrade(cfg)
 	up.Namespace = d.Namespace
-	up.Labels = d.labels()
+	up.Labels = d.labels(d.Revision)
 	up.ResetValues = true
 	up.MaxHistory = m.opts.MaxHistory
 	up.Timeout = m.opts.Timeout

@@ -21,6 +21,10 @@ type Record struct {
 	ReleaseSpec string
 	Revision    int
 	Status      string
+	// Digest and AutoxRevision are the LabelDigest and LabelRevision labels
+	// ("" and 0 when absent).
+	Digest        string
+	AutoxRevision int
 }
 
 // Inventory lists release records by their labels.
@@ -67,9 +71,10 @@ func (inv *Inventory) Managed(ctx context.Context, namespaces []string) ([]Recor
 			if cur, ok := newest[l["name"]]; ok && cur.Revision > rev {
 				continue
 			}
+			autoxRev, _ := strconv.Atoi(l[LabelRevision])
 			newest[l["name"]] = Record{
 				Name: l["name"], Namespace: ns, Spec: l[LabelSpec], ReleaseSpec: l[LabelReleaseSpec],
-				Revision: rev, Status: l["status"],
+				Revision: rev, Status: l["status"], Digest: l[LabelDigest], AutoxRevision: autoxRev,
 			}
 		}
 		for _, r := range newest {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/util/workqueue"
@@ -37,7 +38,9 @@ type Options struct {
 	RetryBase, RetryMax time.Duration
 	// Metrics is optional.
 	Metrics *metrics.Metrics
-	Log     zerolog.Logger
+	// RequestCount, if set, counts API requests made so far (for the pass log).
+	RequestCount func() int64
+	Log          zerolog.Logger
 }
 
 // Controller runs informers, the queue, the workers and the periodic pass.
@@ -114,7 +117,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		}()
 	}
 
-	c.startPass()
+	c.runPass(ctx)
 	c.ready.Store(true)
 	ticker := time.NewTicker(c.opts.Resync)
 	defer ticker.Stop()
@@ -124,7 +127,7 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-ticker.C:
-			c.periodicPass(ctx)
+			c.runPass(ctx)
 		}
 	}
 
@@ -175,13 +178,30 @@ func (c *Controller) orphanSpecs(ctx context.Context) ([]string, error) {
 	return OrphanSpecs(ctx, c.opts.Inventory, c.Config())
 }
 
-// periodicPass enqueues every spec, and every spec name that still has
-// releases the config does not want; it also refreshes the release gauge.
-func (c *Controller) periodicPass(ctx context.Context) {
-	c.startPass()
-	recs, err := c.opts.Inventory.Managed(ctx, c.Config().Namespaces)
+// runPass starts a pass over every spec. It reads the cluster with a number
+// of requests that does not grow with the number of specs: one metadata LIST
+// of release records per managed namespace and one live LIST per trigger
+// (resource, namespace). A spec those prove in sync (InSync) is done; every
+// other spec, and every spec name that still has releases the config does
+// not want, is queued for the full reconcile.
+func (c *Controller) runPass(ctx context.Context) {
+	cfg := c.Config()
+	names := cfg.SpecNames()
+	requestsBefore := c.requestCount()
+	c.pass.start(names, time.Now(), func(_ time.Time, took time.Duration) {
+		c.opts.Log.Info().Int("specs", len(names)).Dur("duration", took).
+			Int64("apiRequests", c.requestCount()-requestsBefore).Msg("pass complete")
+		if c.opts.Metrics != nil {
+			c.opts.Metrics.LastPass.Set(float64(time.Now().Unix()))
+		}
+	})
+
+	recs, err := c.opts.Inventory.Managed(ctx, cfg.Namespaces)
 	if err != nil {
-		c.opts.Log.Error().Err(err).Msg("cannot list autox releases for garbage collection; will retry next pass")
+		c.opts.Log.Error().Err(err).Msg("cannot list autox release records; reconciling every spec in full")
+		for _, name := range names {
+			c.queue.Add(name)
+		}
 		return
 	}
 	if c.opts.Metrics != nil {
@@ -191,24 +211,56 @@ func (c *Controller) periodicPass(ctx context.Context) {
 		}
 		c.opts.Metrics.SetReleases(byStatus)
 	}
-	for _, name := range orphanSpecsOf(c.Config(), recs) {
+	for _, name := range orphanSpecsOf(cfg, recs) {
+		c.queue.Add(name)
+	}
+	bySpec := map[string][]helmops.Record{}
+	for _, r := range recs {
+		bySpec[r.Spec] = append(bySpec[r.Spec], r)
+	}
+	observed := c.listTriggers(ctx, cfg)
+	for _, name := range names {
+		spec := cfg.Specs[name]
+		objects, listed := observed[informerKey{GVR: GVR(spec.Trigger), Namespace: spec.Trigger.Namespace}]
+		if listed && InSync(name, spec, objects[spec.Trigger.Name], bySpec[name], c.rec.ChartID) {
+			c.pass.done(name)
+			continue
+		}
 		c.queue.Add(name)
 	}
 }
 
-// startPass enqueues every spec of the config and starts tracking when each
-// has been reconciled once: that is a complete pass.
-func (c *Controller) startPass() {
-	names := c.Config().SpecNames()
-	c.pass.start(names, time.Now(), func(started time.Time, took time.Duration) {
-		c.opts.Log.Info().Int("specs", len(names)).Dur("duration", took).Msg("pass complete")
-		if c.opts.Metrics != nil {
-			c.opts.Metrics.LastPass.Set(float64(time.Now().Unix()))
+// listTriggers makes one live metadata LIST per (resource, namespace) the
+// config's triggers use. A failed LIST leaves its key out: its specs then get
+// the full reconcile, whose live GET reports the error and changes nothing.
+func (c *Controller) listTriggers(ctx context.Context, cfg *config.Config) map[informerKey]map[string]Observation {
+	out := map[informerKey]map[string]Observation{}
+	failed := map[informerKey]bool{}
+	for _, spec := range cfg.Specs {
+		k := informerKey{GVR: GVR(spec.Trigger), Namespace: spec.Trigger.Namespace}
+		if _, done := out[k]; done || failed[k] {
+			continue
 		}
-	})
-	for _, name := range names {
-		c.queue.Add(name)
+		list, err := c.opts.Metadata.Resource(k.GVR).Namespace(k.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			c.opts.Log.Debug().Err(err).Str("resource", k.GVR.String()).Str("namespace", k.Namespace).Msg("cannot list triggers; their specs get a full reconcile")
+			failed[k] = true
+			continue
+		}
+		objs := make(map[string]Observation, len(list.Items))
+		for _, item := range list.Items {
+			objs[item.Name] = Observation{Found: true, Labels: item.Labels}
+		}
+		out[k] = objs
 	}
+	return out
+}
+
+func (c *Controller) requestCount() int64 {
+	if c.opts.RequestCount == nil {
+		return 0
+	}
+	return c.opts.RequestCount()
 }
 
 // QueueLen is the number of specs waiting (for the workqueue depth gauge).

@@ -7,6 +7,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/release"
 
+	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
 )
 
@@ -107,5 +108,49 @@ func TestClassifyRelease(t *testing.T) {
 				t.Errorf("ClassifyRelease = %s %q, want %s containing %q", st, reason, tc.state, tc.reasonPart)
 			}
 		})
+	}
+}
+
+func TestInSync(t *testing.T) {
+	spec := &config.Spec{
+		Trigger: config.Trigger{Group: "apps", Version: "v1", Resource: "deployments", Name: "web", Namespace: "ns", Labels: []string{"v"}},
+		ReleaseSpecs: map[string]*config.ReleaseSpec{
+			"a": {Chart: config.Chart{Repo: "https://c", Name: "hello", Version: "1.0.0"}, ReleaseName: "web-a", Namespace: "ns", Values: map[string]interface{}{"x": 1.0}},
+		},
+	}
+	labelled := Observation{Found: true, Labels: map[string]string{"v": "2"}}
+	digest, err := Digest("hello", "1.0.0", DesiredValues(spec.ReleaseSpecs["a"], spec.Trigger, labelled.Labels))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := helmops.Record{Name: "web-a", Namespace: "ns", Spec: "web", ReleaseSpec: "a", Revision: 4, Status: "deployed", Digest: digest, AutoxRevision: 4}
+	ids := func(c config.Chart) (string, string, bool) { return c.Name, c.Version, true }
+	mod := func(f func(r *helmops.Record)) []helmops.Record { r := good; f(&r); return []helmops.Record{r} }
+	cases := []struct {
+		name string
+		obs  Observation
+		recs []helmops.Record
+		ids  func(config.Chart) (string, string, bool)
+		want bool
+	}{
+		{"in sync", labelled, []helmops.Record{good}, ids, true},
+		{"label value changed", Observation{Found: true, Labels: map[string]string{"v": "3"}}, []helmops.Record{good}, ids, false},
+		{"release missing", labelled, nil, ids, false},
+		{"extra release", labelled, append([]helmops.Record{good}, helmops.Record{Name: "old", Namespace: "ns", Spec: "web", ReleaseSpec: "gone"}), ids, false},
+		{"written by another client", labelled, mod(func(r *helmops.Record) { r.Revision = 5 }), ids, false},
+		{"no digest label", labelled, mod(func(r *helmops.Record) { r.Digest = "" }), ids, false},
+		{"failed", labelled, mod(func(r *helmops.Record) { r.Status = "failed" }), ids, false},
+		{"pending", labelled, mod(func(r *helmops.Record) { r.Status = "pending-upgrade" }), ids, false},
+		{"renamed", labelled, mod(func(r *helmops.Record) { r.Name = "web-b" }), ids, false},
+		{"chart unknown", labelled, []helmops.Record{good}, func(config.Chart) (string, string, bool) { return "", "", false }, false},
+		{"chart version differs", labelled, []helmops.Record{good}, func(c config.Chart) (string, string, bool) { return c.Name, "1.0.1", true }, false},
+		{"absent and nothing installed", Observation{}, nil, ids, true},
+		{"absent but installed", Observation{}, []helmops.Record{good}, ids, false},
+		{"unlabelled and nothing installed", Observation{Found: true}, nil, ids, true},
+	}
+	for _, tc := range cases {
+		if got := InSync("web", spec, tc.obs, tc.recs, tc.ids); got != tc.want {
+			t.Errorf("%s: InSync = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -77,6 +78,24 @@ type Reconciler struct {
 	// Metrics and Events are optional.
 	Metrics *metrics.Metrics
 	Events  record.EventRecorder
+
+	localCharts chartIDs
+}
+
+// ChartID names the chart a reference points at without fetching it: a
+// repository chart by its config, a local chart from what the last load saw.
+func (r *Reconciler) ChartID(ref config.Chart) (name, version string, ok bool) {
+	if ref.Path == "" {
+		return ref.Name, ref.Version, true
+	}
+	return r.localCharts.lookup(r.chartPath(ref))
+}
+
+func (r *Reconciler) chartPath(ref config.Chart) string {
+	if filepath.IsAbs(ref.Path) {
+		return ref.Path
+	}
+	return filepath.Join(r.Config().Dir, ref.Path)
 }
 
 // ErrStepFailed marks a failure of one release spec; the others went ahead.
@@ -190,6 +209,16 @@ func (r *Reconciler) planReleaseSpec(ctx context.Context, specName, id string, r
 			}
 			want.ChartName, want.ChartVersion = chartName(ch), chartVersion(ch)
 			step.desired.Chart = ch
+			r.localCharts.remember(r.chartPath(rs.Chart), want.ChartName, want.ChartVersion)
+		}
+		digest, err := Digest(want.ChartName, want.ChartVersion, values)
+		if err != nil {
+			return step, fmt.Errorf("cannot digest the desired values: %w", err)
+		}
+		step.desired.Digest = digest
+		step.desired.Revision = 1
+		if rel != nil {
+			step.desired.Revision = rel.Revision + 1
 		}
 	}
 	relState, relReason, err := ClassifyRelease(rel, specName, id, want, r.Now(), r.StaleAfter)

@@ -33,7 +33,8 @@ type Metrics struct {
 
 // New creates and registers the metrics, plus the Go and process collectors.
 // queueDepth reports the work queue's length when scraped.
-func New(queueDepth func() int) *Metrics {
+// apiRequests reports the API requests made so far.
+func New(queueDepth func() int, apiRequests func() float64) *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		ReconcileTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -68,7 +69,10 @@ func New(queueDepth func() int) *Metrics {
 	depth := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "autox_workqueue_depth", Help: "Specs waiting to be reconciled.",
 	}, func() float64 { return float64(queueDepth()) })
-	m.Registry.MustRegister(m.ReconcileTotal, m.ReconcileDuration, m.HelmOperations, m.Releases,
+	requests := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "autox_kube_api_requests_total", Help: "Requests made to the Kubernetes API server, Helm's included.",
+	}, apiRequests)
+	m.Registry.MustRegister(requests, m.ReconcileTotal, m.ReconcileDuration, m.HelmOperations, m.Releases,
 		m.ConfigReloadOK, m.ConfigReloadSuccess, m.ConfigReloads, m.LastPass, m.Leader, depth,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{Success, Error} {
