@@ -10,13 +10,16 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -60,6 +63,59 @@ type Manager struct {
 	opts      Options
 	clientset kubernetes.Interface
 	discovery *sharedDiscovery
+
+	capsMu sync.Mutex
+	caps   *chartutil.Capabilities
+	capsAt time.Time
+}
+
+// capabilitiesTTL bounds how stale the cluster's API list may be for chart
+// rendering (.Capabilities) and resource mapping: a CRD installed meanwhile
+// is seen within this time, or at once after an operation failed.
+const capabilitiesTTL = 5 * time.Minute
+
+// capabilities returns the cluster's version and API list, shared by all
+// operations. Helm computes them per action.Configuration and invalidates
+// discovery each time, which costs dozens of requests per release.
+func (m *Manager) capabilities() (*chartutil.Capabilities, error) {
+	m.capsMu.Lock()
+	defer m.capsMu.Unlock()
+	if m.caps != nil && time.Since(m.capsAt) < capabilitiesTTL {
+		return m.copyCaps(), nil
+	}
+	if err := m.discovery.init(); err != nil {
+		return nil, err
+	}
+	m.discovery.disc.Invalidate()
+	v, err := m.discovery.disc.ServerVersion()
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the Kubernetes version: %w", err)
+	}
+	apis, err := action.GetVersionSet(m.discovery.disc)
+	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
+		return nil, fmt.Errorf("cannot list the cluster's API versions: %w", err)
+	}
+	m.caps = &chartutil.Capabilities{
+		APIVersions: apis,
+		KubeVersion: chartutil.KubeVersion{Version: v.GitVersion, Major: v.Major, Minor: v.Minor},
+		HelmVersion: chartutil.DefaultCapabilities.HelmVersion,
+	}
+	m.capsAt = time.Now()
+	return m.copyCaps(), nil
+}
+
+func (m *Manager) copyCaps() *chartutil.Capabilities {
+	c := *m.caps
+	c.APIVersions = append(chartutil.VersionSet(nil), m.caps.APIVersions...)
+	return &c
+}
+
+// forgetCapabilities makes the next operation read discovery anew; called
+// after a failed operation, which may have failed on a CRD not yet known.
+func (m *Manager) forgetCapabilities() {
+	m.capsMu.Lock()
+	m.caps = nil
+	m.capsMu.Unlock()
 }
 
 // New returns a Manager for the cluster of opts.RESTConfig.
@@ -107,6 +163,11 @@ func (m *Manager) actionConfig(namespace string) (*action.Configuration, error) 
 	if err := cfg.Init(getter, namespace, m.opts.StorageDriver, m.debugLog(namespace)); err != nil {
 		return nil, fmt.Errorf("cannot set up Helm for namespace %s: %w", namespace, err)
 	}
+	caps, err := m.capabilities()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Capabilities = caps
 	return cfg, nil
 }
 
@@ -256,6 +317,14 @@ func (d Desired) labels(revision int) map[string]string {
 	return l
 }
 
+// skipClientValidation turns off Helm's client-side OpenAPI check. Against
+// any API server that supports server-side field validation (every supported
+// Kubernetes), Helm skips that check anyway after asking the server's OpenAPI
+// document whether it may; the asking alone fetched and parsed the document
+// on every operation and was most of autox's CPU time during convergence.
+// What is applied, and what the server accepts, is the same either way.
+const skipClientValidation = true
+
 // Install installs a new release and returns its revision.
 func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
 	cfg, err := m.actionConfig(d.Namespace)
@@ -267,8 +336,10 @@ func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
 	in.Namespace = d.Namespace
 	in.Labels = d.labels(1)
 	in.Timeout = m.opts.Timeout
+	in.DisableOpenAPIValidation = skipClientValidation
 	rel, err := in.RunWithContext(ctx, d.Chart, d.Values)
 	if err != nil {
+		m.forgetCapabilities()
 		return 0, fmt.Errorf("cannot install release %s/%s: %w", d.Namespace, d.Name, err)
 	}
 	return rel.Version, nil
@@ -287,8 +358,10 @@ func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
 	up.ResetValues = true
 	up.MaxHistory = m.opts.MaxHistory
 	up.Timeout = m.opts.Timeout
+	up.DisableOpenAPIValidation = skipClientValidation
 	rel, err := up.RunWithContext(ctx, d.Name, d.Chart, d.Values)
 	if err != nil {
+		m.forgetCapabilities()
 		return 0, fmt.Errorf("cannot upgrade release %s/%s: %w", d.Namespace, d.Name, err)
 	}
 	return rel.Version, nil

@@ -88,7 +88,17 @@ func (r *Reconciler) ChartID(ref config.Chart) (name, version string, ok bool) {
 	if ref.Path == "" {
 		return ref.Name, ref.Version, true
 	}
-	return r.localCharts.lookup(r.chartPath(ref))
+	path := r.chartPath(ref)
+	if name, version, ok := r.localCharts.lookup(path); ok {
+		return name, version, true
+	}
+	// Unknown or changed since last seen (e.g. after a restart): read it once.
+	ch, err := r.Charts.Load(context.Background(), ref, r.Config().Dir)
+	if err != nil {
+		return "", "", false
+	}
+	r.localCharts.remember(path, chartName(ch), chartVersion(ch))
+	return chartName(ch), chartVersion(ch), true
 }
 
 func (r *Reconciler) chartPath(ref config.Chart) string {

@@ -79,6 +79,9 @@ func Start() (*Cluster, error) {
 		return nil, err
 	}
 	env := &envtest.Environment{BinaryAssetsDirectory: assets, ControlPlaneStopTimeout: 30 * time.Second}
+	// Room for thousands of Services (the test chart has one): the default
+	// range has 254 addresses. Nothing is routed; the API server only allocates.
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("cannot start kube-apiserver and etcd from %s: %w", assets, err)
