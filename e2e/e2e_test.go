@@ -14,11 +14,10 @@ import (
 
 	"github.com/rs/zerolog"
 	"helm.sh/helm/v3/pkg/release"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/releasetest"
 	"github.com/autox-dev/autox/internal/testenv"
 )
 
@@ -39,16 +38,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		if cluster, err = testenv.Start(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer func() {
-			if err := cluster.Stop(); err != nil {
-				fmt.Fprintln(os.Stderr, "stop control plane:", err)
-			}
-		}()
-		return m.Run()
+		return testenv.RunMain(m, &cluster)
 	}())
 }
 
@@ -102,52 +92,26 @@ func (e *env) run(config string, extra ...string) *testenv.Process {
 
 func (e *env) deployment(name string, labels map[string]string) {
 	e.t.Helper()
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns, Labels: labels},
-		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}},
-			},
-		},
-	}
-	if _, err := cluster.Client.AppsV1().Deployments(e.ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
-		e.t.Fatal(err)
-	}
+	cluster.CreateDeployment(e.t, e.ns, name, labels)
 }
 
 func (e *env) relabel(name string, labels map[string]string) {
 	e.t.Helper()
-	ctx := context.Background()
-	d, err := cluster.Client.AppsV1().Deployments(e.ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	d.Labels = labels
-	if _, err := cluster.Client.AppsV1().Deployments(e.ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
-		e.t.Fatal(err)
-	}
+	cluster.Relabel(e.t, e.ns, name, labels)
+}
+
+func (e *env) releases() releasetest.Releases {
+	return releasetest.Releases{T: e.t, Helm: e.helm, Namespace: e.ns, Patience: patience}
 }
 
 func (e *env) release(name string) *helmops.Release {
 	e.t.Helper()
-	r, err := e.helm.Lookup(context.Background(), e.ns, name)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return r
+	return e.releases().Get(name)
 }
 
 func (e *env) waitRelease(name, what string, cond func(*helmops.Release) bool) *helmops.Release {
 	e.t.Helper()
-	var r *helmops.Release
-	testenv.Eventually(e.t, patience, name+" "+what, func() (bool, error) {
-		var err error
-		r, err = e.helm.Lookup(context.Background(), e.ns, name)
-		return err == nil && cond(r), err
-	})
-	return r
+	return e.releases().Wait(name, what, cond)
 }
 
 func deployedAt(rev int) func(*helmops.Release) bool {
@@ -262,13 +226,7 @@ func TestBinaryLeavesForeignReleaseAlone(t *testing.T) {
 	e := newEnv(t)
 	// A release of the wanted name, installed without autox's labels (as
 	// `helm install` would). autox must report it and never touch it.
-	ch, err := helmops.LocalCharts{}.Load(context.Background(), chartRef("hello"), e.charts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := installUnlabelled(e, "web-hello", ch); err != nil {
-		t.Fatal(err)
-	}
+	cluster.InstallUnlabelled(t, e.ns, "web-hello", filepath.Join(e.charts, "hello"))
 	e.deployment("web", version("1.0.0"))
 	p := e.run(e.writeConfig(webConfig))
 	e.waitRelease("web-job", "installed", deployedAt(1))

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -74,13 +75,7 @@ func TestPlanMatchesRun(t *testing.T) {
 		e.deployment(n, version("1.0.0"))
 	}
 	e.deployment("unlabelled", nil)
-	ch, err := helmLoad(e, "hello")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := installUnlabelled(e, "foreign", ch); err != nil {
-		t.Fatal(err)
-	}
+	cluster.InstallUnlabelled(t, e.ns, "foreign", filepath.Join(e.charts, "hello"))
 
 	before := e.writeConfig(planBefore)
 	p := e.run(before)

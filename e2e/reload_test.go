@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"text/template"
@@ -100,7 +101,7 @@ func TestConfigDeletedKeepsReleases(t *testing.T) {
 	path := e.writeConfig(oneSpec)
 	p := e.run(path, "--config-debounce", "50ms", "--config-check-interval", "200ms")
 	e.waitRelease("web-hello", "installed", deployedAt(1))
-	if err := removeFile(path); err != nil {
+	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, patience, "missing file reported", func() (bool, error) {

@@ -35,16 +35,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Setenv("SSL_CERT_FILE", testCA.File)
-	c, err := testenv.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	cluster = c
-	code := m.Run()
-	if err := c.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop control plane:", err)
-	}
+	code := testenv.RunMain(m, &cluster)
 	os.RemoveAll(caDir)
 	os.Exit(code)
 }

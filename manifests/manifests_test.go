@@ -5,7 +5,6 @@ package manifests_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -24,19 +23,7 @@ import (
 
 var cluster *testenv.Cluster
 
-func TestMain(m *testing.M) {
-	c, err := testenv.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	cluster = c
-	code := m.Run()
-	if err := c.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop control plane:", err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, &cluster)) }
 
 func render(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()

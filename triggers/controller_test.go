@@ -2,7 +2,6 @@ package triggers
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,35 +10,19 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/release"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/metadata"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/releasetest"
 	"github.com/autox-dev/autox/internal/testenv"
 )
 
 var cluster *testenv.Cluster
 
-func TestMain(m *testing.M) {
-	c, err := testenv.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	cluster = c
-	code := m.Run()
-	if err := c.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop control plane:", err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, &cluster)) }
 
 const patience = 60 * time.Second // a bound for a broken build, not a performance goal
 
@@ -122,63 +105,32 @@ func (h *harness) halt() {
 
 func (h *harness) deployment(name string, labels map[string]string) {
 	h.t.Helper()
-	one := int32(1)
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns, Labels: labels},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &one,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}},
-			},
-		},
-	}
-	if _, err := cluster.Client.AppsV1().Deployments(h.ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
-		h.t.Fatal(err)
-	}
+	cluster.CreateDeployment(h.t, h.ns, name, labels)
 }
 
 func (h *harness) relabel(name string, labels map[string]string) {
 	h.t.Helper()
-	ctx := context.Background()
-	d, err := cluster.Client.AppsV1().Deployments(h.ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	d.Labels = labels
-	if _, err := cluster.Client.AppsV1().Deployments(h.ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
-		h.t.Fatal(err)
-	}
+	cluster.Relabel(h.t, h.ns, name, labels)
+}
+
+func (h *harness) releases() releasetest.Releases {
+	return releasetest.Releases{T: h.t, Helm: h.helm, Namespace: h.ns, Patience: patience}
 }
 
 func (h *harness) release(name string) *helmops.Release {
 	h.t.Helper()
-	r, err := h.helm.Lookup(context.Background(), h.ns, name)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return r
+	return h.releases().Get(name)
 }
 
-func (h *harness) waitRelease(name string, what string, cond func(r *helmops.Release) bool) *helmops.Release {
+func (h *harness) waitRelease(name, what string, cond func(*helmops.Release) bool) *helmops.Release {
 	h.t.Helper()
-	var r *helmops.Release
-	testenv.Eventually(h.t, patience, "release "+name+" "+what, func() (bool, error) {
-		var err error
-		r, err = h.helm.Lookup(context.Background(), h.ns, name)
-		return err == nil && cond(r), err
-	})
-	return r
+	return h.releases().Wait(name, what, cond)
 }
 
-func deployedAt(rev int) func(r *helmops.Release) bool {
-	return func(r *helmops.Release) bool {
-		return r != nil && r.Status == release.StatusDeployed && r.Revision == rev
-	}
-}
-
-func gone(r *helmops.Release) bool { return r == nil }
+var (
+	deployedAt = releasetest.DeployedAt
+	gone       = releasetest.Gone
+)
 
 func v(version string) map[string]string {
 	return map[string]string{"app.kubernetes.io/version": version, "team": "x"}
@@ -316,31 +268,9 @@ specs:
 	h.waitRelease("web-hello", "uninstalled", gone)
 }
 
-// foreignInstall installs a release the way a person with the helm CLI would:
-// without autox's labels.
-func foreignInstall(t *testing.T, ns, name, chartPath string) {
-	t.Helper()
-	cfg := &action.Configuration{}
-	flags := genericclioptions.NewConfigFlags(false)
-	kc := cluster.Kubeconfig
-	flags.KubeConfig, flags.Namespace = &kc, &ns
-	if err := cfg.Init(flags, ns, "secret", func(string, ...interface{}) {}); err != nil {
-		t.Fatal(err)
-	}
-	ch, err := loader.Load(chartPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := action.NewInstall(cfg)
-	in.ReleaseName, in.Namespace = name, ns
-	if _, err := in.Run(ch, map[string]interface{}{"greeting": "mine"}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestConflictAndFailureIsolation(t *testing.T) {
 	h := newHarness(t)
-	foreignInstall(t, h.ns, "web-hello", filepath.Join(h.charts, "hello"))
+	cluster.InstallUnlabelled(t, h.ns, "web-hello", filepath.Join(h.charts, "hello"))
 	h.deployment("web", v("1.0.0"))
 	h.start(h.config(`
 namespaces: [{{.NS}}]

@@ -218,17 +218,7 @@ func helmVersion(root string) string {
 }
 
 func deployment(i int, version string) *appsv1.Deployment {
-	labels := map[string]string{"app": fmt.Sprintf("t%04d", i)}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("t%04d", i), Namespace: "bench", Labels: map[string]string{"app.kubernetes.io/version": version}},
-		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}},
-			},
-		},
-	}
+	return testenv.DeploymentObject("bench", fmt.Sprintf("t%04d", i), map[string]string{"app.kubernetes.io/version": version})
 }
 
 func relabel(ctx context.Context, cs kubernetes.Interface, i int, version string) (time.Time, error) {

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/autox-dev/autox/internal/testenv"
@@ -180,15 +179,5 @@ func contains(parts ...string) func(string) bool {
 }
 
 func httpbin(version string) *appsv1.Deployment {
-	labels := map[string]string{"app": "httpbin"}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "httpbin", Namespace: "default", Labels: map[string]string{"app.kubernetes.io/version": version}},
-		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "httpbin", Image: "kennethreitz/httpbin"}}},
-			},
-		},
-	}
+	return testenv.DeploymentObject("default", "httpbin", map[string]string{"app.kubernetes.io/version": version})
 }

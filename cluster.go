@@ -1,0 +1,126 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/triggers"
+)
+
+// clusterFlags are the flags of every command that talks to the cluster.
+type clusterFlags struct {
+	kubeconfig, storageDriver string
+	helmTimeout               time.Duration
+	maxHistory                int
+}
+
+func (c *clusterFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)")
+	fs.StringVar(&c.storageDriver, "storage-driver", helmops.DriverSecret, "Helm release storage: secret or configmap")
+	fs.DurationVar(&c.helmTimeout, "helm-timeout", 5*time.Minute, "bound of one Helm operation; a pending release older than this plus 30s is unlocked")
+	fs.IntVar(&c.maxHistory, "max-history", 10, "revisions kept per release")
+}
+
+// clusterDeps are the clients built from clusterFlags.
+type clusterDeps struct {
+	rest   *rest.Config
+	helm   *helmops.Manager
+	inv    *helmops.Inventory
+	meta   metadata.Interface
+	mapper meta.RESTMapper
+	client kubernetes.Interface
+}
+
+func (c *clusterFlags) connect(log zerolog.Logger) (*clusterDeps, error) {
+	rc, err := restConfig(c.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	helm, err := helmops.New(helmops.Options{
+		RESTConfig: rc, StorageDriver: c.storageDriver, Timeout: c.helmTimeout, MaxHistory: c.maxHistory, Log: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	inv, err := helm.NewInventory()
+	if err != nil {
+		return nil, err
+	}
+	mc, err := metadata.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create metadata client: %w", err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create discovery client: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create Kubernetes client: %w", err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	return &clusterDeps{rest: rc, helm: helm, inv: inv, meta: mc, mapper: mapper, client: cs}, nil
+}
+
+// reconciler builds the one Reconciler that run, plan and list share, so they
+// cannot disagree about what to do.
+func (d *clusterDeps) reconciler(cfg *config.Config, charts helmops.ChartSource, helmTimeout time.Duration, log zerolog.Logger) *triggers.Reconciler {
+	return &triggers.Reconciler{
+		Helm: d.helm, Charts: charts, Triggers: triggers.TriggerReader{Client: d.meta, Mapper: d.mapper},
+		Config: func() *config.Config { return cfg }, StaleAfter: helmTimeout + 30*time.Second, Now: time.Now, Log: log,
+	}
+}
+
+// restConfig follows DESIGN §6: --kubeconfig, else in-cluster, else
+// $KUBECONFIG, else ~/.kube/config.
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	var (
+		cfg *rest.Config
+		err error
+	)
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else if cfg, err = rest.InClusterConfig(); err != nil {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot configure the Kubernetes client: %w", err)
+	}
+	// client-go's default of 5 requests/s would make convergence of many
+	// releases crawl; the API server's own priority and fairness protects it.
+	cfg.QPS, cfg.Burst = 100, 200
+	cfg.Wrap(countRequests)
+	cfg.UserAgent = "autox/" + version
+	return cfg, nil
+}
+
+// apiRequests counts the requests autox makes to the API server, Helm's
+// included (every client is built from one rest.Config).
+var apiRequests atomic.Int64
+
+func countRequests(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		apiRequests.Add(1)
+		return rt.RoundTrip(req)
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -1,0 +1,55 @@
+// Package releasetest reads Helm releases for test assertions. It is apart
+// from testenv so that helmops's own tests can use testenv.
+package releasetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/release"
+
+	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/testenv"
+)
+
+// Releases reads the Helm releases of one namespace for assertions.
+type Releases struct {
+	T         testing.TB
+	Helm      *helmops.Manager
+	Namespace string
+	// Patience bounds Wait: a bound for a broken build, not a performance goal.
+	Patience time.Duration
+}
+
+// Get returns the release, or nil when there is none.
+func (r Releases) Get(name string) *helmops.Release {
+	r.T.Helper()
+	rel, err := r.Helm.Lookup(context.Background(), r.Namespace, name)
+	if err != nil {
+		r.T.Fatal(err)
+	}
+	return rel
+}
+
+// Wait polls the release until cond holds and returns it.
+func (r Releases) Wait(name, what string, cond func(*helmops.Release) bool) *helmops.Release {
+	r.T.Helper()
+	var rel *helmops.Release
+	testenv.Eventually(r.T, r.Patience, "release "+name+" "+what, func() (bool, error) {
+		var err error
+		rel, err = r.Helm.Lookup(context.Background(), r.Namespace, name)
+		return err == nil && cond(rel), err
+	})
+	return rel
+}
+
+// DeployedAt holds for a deployed release at that revision.
+func DeployedAt(rev int) func(*helmops.Release) bool {
+	return func(r *helmops.Release) bool {
+		return r != nil && r.Status == release.StatusDeployed && r.Revision == rev
+	}
+}
+
+// Gone holds when there is no release.
+func Gone(r *helmops.Release) bool { return r == nil }

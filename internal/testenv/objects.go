@@ -1,0 +1,91 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+)
+
+// RunMain is a test package's TestMain body: it starts a control plane into
+// *cluster, runs the tests and stops it. Use: os.Exit(testenv.RunMain(m, &cluster)).
+func RunMain(m *testing.M, cluster **Cluster) int {
+	c, err := Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	*cluster = c
+	code := m.Run()
+	if err := c.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop control plane:", err)
+	}
+	return code
+}
+
+// DeploymentObject is a minimal Deployment to use as a trigger; the test
+// control plane runs no controllers, so it never gets pods.
+func DeploymentObject(namespace, name string, labels map[string]string) *appsv1.Deployment {
+	sel := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}},
+			},
+		},
+	}
+}
+
+// CreateDeployment creates a trigger Deployment.
+func (c *Cluster) CreateDeployment(t testing.TB, namespace, name string, labels map[string]string) {
+	t.Helper()
+	if _, err := c.Client.AppsV1().Deployments(namespace).Create(context.Background(), DeploymentObject(namespace, name, labels), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Relabel replaces a Deployment's labels.
+func (c *Cluster) Relabel(t testing.TB, namespace, name string, labels map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	d, err := c.Client.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Labels = labels
+	if _, err := c.Client.AppsV1().Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// InstallUnlabelled installs a chart directory as a release the way a person
+// with `helm install` would: without autox's labels, values {greeting: mine}.
+func (c *Cluster) InstallUnlabelled(t testing.TB, namespace, name, chartDir string) {
+	t.Helper()
+	cfg := &action.Configuration{}
+	flags := genericclioptions.NewConfigFlags(false)
+	kc, ns := c.Kubeconfig, namespace
+	flags.KubeConfig, flags.Namespace = &kc, &ns
+	if err := cfg.Init(flags, namespace, "secret", func(string, ...interface{}) {}); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := action.NewInstall(cfg)
+	in.ReleaseName, in.Namespace = name, namespace
+	if _, err := in.Run(ch, map[string]interface{}{"greeting": "mine"}); err != nil {
+		t.Fatal(err)
+	}
+}

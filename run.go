@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/metrics"
+	"github.com/autox-dev/autox/triggers"
+	"github.com/autox-dev/autox/watch"
+)
+
+type runFlags struct {
+	clusterFlags
+	config                                 string
+	resync, shutdownTimeout                time.Duration
+	workers                                int
+	cacheDir, repositoryConfig             string
+	registryConfig                         string
+	indexRefresh                           time.Duration
+	leaderElect                            bool
+	leaderElectionNamespace, leaderElectID string
+	leaseDuration, renewDeadline           time.Duration
+	retryPeriod                            time.Duration
+	httpAddr, logLevel, logFormat          string
+	configDebounce, configCheckInterval    time.Duration
+}
+
+func newRunCommand() *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run --config FILE",
+		Short: "Keep the releases of the config file in line with their trigger objects",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd.Flags()); err != nil {
+				return err
+			}
+			return run(cmd, f)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.config, "config", "", "path of the config file (mount the whole ConfigMap as a directory, not with subPath)")
+	fs.DurationVar(&f.configDebounce, "config-debounce", time.Second, "quiet time after a config file event before it is reloaded")
+	fs.DurationVar(&f.configCheckInterval, "config-check-interval", 30*time.Second, "period of the config file check that backs up file events")
+	f.clusterFlags.register(fs)
+	fs.DurationVar(&f.resync, "resync", time.Minute, "period of the pass that reconciles every spec")
+	fs.IntVar(&f.workers, "workers", 4, "specs reconciled in parallel")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a stop waits for running Helm operations")
+	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "chart cache directory")
+	fs.StringVar(&f.repositoryConfig, "repository-config", "", "Helm repositories.yaml with chart repository credentials")
+	fs.StringVar(&f.registryConfig, "registry-config", "", "docker config.json with OCI registry credentials")
+	fs.DurationVar(&f.indexRefresh, "chart-index-refresh", 10*time.Minute, "how long a fetched repository index or resolved OCI tag is trusted before it is fetched again")
+	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect one writer among replicas with a Lease")
+	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", defaultLeaseNamespace(), "namespace of the leader election Lease")
+	fs.StringVar(&f.leaderElectID, "leader-election-id", "autox", "name of the leader election Lease")
+	fs.DurationVar(&f.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before taking over")
+	fs.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader tries to renew before it gives up leading")
+	fs.DurationVar(&f.retryPeriod, "leader-election-retry-period", 2*time.Second, "period of acquire and renew attempts")
+	fs.StringVar(&f.httpAddr, "http-addr", ":8080", "address serving /metrics, /healthz and /readyz (empty: off)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or console")
+	return cmd
+}
+
+func defaultCacheDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "autox")
+	}
+	return filepath.Join(os.TempDir(), "autox-cache")
+}
+
+func defaultLeaseNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return "default"
+}
+
+func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil {
+		return zerolog.Nop(), fmt.Errorf("invalid --log-level %q: %w", level, err)
+	}
+	switch format {
+	case "json":
+	case "console":
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+	default:
+		return zerolog.Nop(), fmt.Errorf("invalid --log-format %q: use json or console", format)
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+func run(cmd *cobra.Command, f *runFlags) error {
+	log, err := newLogger(cmd.ErrOrStderr(), f.logLevel, f.logFormat)
+	if err != nil {
+		return &exitError{1, err}
+	}
+	routeKlog(log)
+	if f.config == "" {
+		return &exitError{1, errors.New("--config is required")}
+	}
+	// The controller that applies reloaded configs is created below, once the
+	// first config is known to be valid.
+	var ctrl *triggers.Controller
+	reloader, cfg, err := watch.NewReloader(f.config, func(ctx context.Context, c *config.Config) {
+		ch := ctrl.ApplyConfig(ctx, c)
+		log.Info().Strs("removedSpecs", ch.RemovedSpecs).Strs("addedSpecs", ch.AddedSpecs).
+			Strs("changedSpecs", ch.ChangedSpecs).Int("removedReleaseSpecs", len(ch.RemovedReleaseSpecs)).Msg("config changes")
+	}, log)
+	if err != nil {
+		return configError(cmd, f.config, err)
+	}
+	if watch.LooksLikeSubPath(f.config) {
+		log.Warn().Str("config", f.config).Msg("the config file is a mount point of its own, as with a subPath volume mount: " +
+			"the kubelet never updates those, so config changes will not reach autox; mount the whole ConfigMap as a directory")
+	}
+	deps, err := f.clusterFlags.connect(log)
+	if err != nil {
+		return &exitError{1, err}
+	}
+
+	ctx, stop := signalContext(log)
+	defer stop()
+
+	var leading atomic.Bool
+	m := metrics.New(func() int { return ctrl.QueueLen() }, func() float64 { return float64(apiRequests.Load()) })
+	m.ConfigLoaded(true, time.Now())
+	reloader.OnOutcome = func(o watch.Outcome) {
+		switch o {
+		case watch.Applied:
+			m.ConfigReloads.WithLabelValues(metrics.Success).Inc()
+			m.ConfigLoaded(true, time.Now())
+		case watch.Unchanged:
+			m.ConfigLoaded(true, time.Now())
+		case watch.Rejected:
+			m.ConfigReloads.WithLabelValues(metrics.Error).Inc()
+			m.ConfigLoaded(false, time.Now())
+		}
+	}
+	events := record.NewBroadcaster()
+	defer events.Shutdown()
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: deps.client.CoreV1().Events("")})
+	charts, err := helmops.NewChartCache(helmops.ChartCacheOptions{
+		Dir: f.cacheDir, RepositoryConfig: f.repositoryConfig, RegistryConfig: f.registryConfig,
+		Refresh: f.indexRefresh, Timeout: f.helmTimeout, Log: log,
+	})
+	if err != nil {
+		return &exitError{1, err}
+	}
+	rec := deps.reconciler(cfg, charts, f.helmTimeout, log)
+	rec.Metrics = m
+	rec.Events = events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"})
+	ctrl = triggers.NewController(cfg, triggers.Options{
+		Reconciler: rec, Inventory: deps.inv, Metadata: deps.meta, Workers: f.workers, Resync: f.resync,
+		ShutdownTimeout: f.shutdownTimeout, Metrics: m, RequestCount: apiRequests.Load, Log: log,
+	})
+
+	var watcher atomic.Pointer[watch.Watcher]
+	if f.httpAddr != "" {
+		srv, err := serveHTTP(f.httpAddr, m, probes{
+			// A standby is ready: it holds a valid config and takes over on its own.
+			ready: func() error {
+				if leading.Load() && !ctrl.Ready() {
+					return errors.New("start-up cleanup has not finished or informers have not synced")
+				}
+				return nil
+			},
+			// Only stuck loops fail liveness: a bad config or chart never does.
+			healthy: func() error {
+				now := time.Now()
+				if err := ctrl.Stuck(now); err != nil {
+					return err
+				}
+				if w := watcher.Load(); w != nil {
+					return w.Stuck(now)
+				}
+				return nil
+			},
+		}, log)
+		if err != nil {
+			return &exitError{1, err}
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+
+	log.Info().Str("config", f.config).Int("specs", len(cfg.Specs)).Strs("namespaces", cfg.Namespaces).
+		Str("version", version).Msg("autox starting")
+	// lead runs while this process is the one writer: it first catches up
+	// with config changes made while it stood by, then watches the file.
+	lead := func(ctx context.Context) error {
+		reloader.Check(ctx)
+		w, err := watch.New(watch.Options{
+			Path: f.config, Debounce: f.configDebounce, CheckInterval: f.configCheckInterval,
+			OnChange: func() { reloader.Check(ctx) }, Log: log,
+		})
+		if err != nil {
+			return err
+		}
+		watcher.Store(w)
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		watchDone := make(chan error, 1)
+		go func() { watchDone <- w.Watch(watchCtx) }()
+		runErr := ctrl.Run(ctx)
+		stopWatch()
+		if err := <-watchDone; err != nil {
+			log.Error().Err(err).Msg("config watcher failed")
+		}
+		return runErr
+	}
+
+	var runErr error
+	if f.leaderElect {
+		runErr = triggers.RunAsLeader(ctx, triggers.LeaderOptions{
+			Client: deps.client, Namespace: f.leaderElectionNamespace, Name: f.leaderElectID,
+			LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
+			OnLeading: func(l bool) {
+				leading.Store(l)
+				m.Leader.Set(map[bool]float64{true: 1, false: 0}[l])
+			},
+			// Another process may already be writing: stop at once, and let
+			// Kubernetes restart this one as a standby.
+			OnLost: func() { os.Exit(1) },
+			Log:    log,
+		}, lead)
+	} else {
+		leading.Store(true)
+		m.Leader.Set(1)
+		runErr = lead(ctx)
+	}
+	if runErr != nil {
+		return &exitError{1, runErr}
+	}
+	log.Info().Msg("autox stopped")
+	return nil
+}
+
+// signalContext is cancelled by the first SIGINT or SIGTERM; a second one
+// exits at once.
+func signalContext(log zerolog.Logger) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s, ok := <-ch
+		if !ok {
+			return
+		}
+		log.Info().Str("signal", s.String()).Msg("stopping; a second signal exits at once")
+		cancel()
+		if _, ok := <-ch; ok {
+			os.Exit(1)
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(ch)
+			close(ch)
+			cancel()
+		})
+	}
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/autox-dev/autox/internal/metrics"
+)
+
+// probes are the checks behind /readyz and /healthz; nil error means pass.
+type probes struct {
+	ready, healthy func() error
+}
+
+// serveHTTP serves metrics and probes. Binding happens before returning so an
+// address in use is a start-up error, not a silent log line.
+func serveHTTP(addr string, m *metrics.Metrics, p probes, log zerolog.Logger) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("cannot listen on --http-addr %s: %w", addr, err)
+	}
+	log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics, /healthz and /readyz")
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	probe := func(check func() error) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			if err := check(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = io.WriteString(w, "ok\n")
+		}
+	}
+	mux.HandleFunc("/healthz", probe(p.healthy))
+	mux.HandleFunc("/readyz", probe(p.ready))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Msg("http server stopped")
+		}
+	}()
+	return srv, nil
+}
