@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/autox-dev/autox/config"
@@ -117,6 +118,13 @@ func (c *Controller) Run(ctx context.Context) error {
 		}()
 	}
 
+	// The first pass lists the triggers after the informers have (a moment
+	// to) list them too: their initial objects make no events, so a change
+	// is then either in the pass's LIST or a watch event. An informer that
+	// cannot sync (a resource not served) does not hold the pass back long.
+	syncCtx, cancelSync := context.WithTimeout(ctx, 10*time.Second)
+	cache.WaitForCacheSync(syncCtx.Done(), c.informers.hasSynced)
+	cancelSync()
 	c.runPass(ctx)
 	c.ready.Store(true)
 	ticker := time.NewTicker(c.opts.Resync)

@@ -88,8 +88,16 @@ func (s *informerSet) start(ctx context.Context, k informerKey) *runningInformer
 		}
 		s.onEvent(triggerKey{Group: group, Resource: resource, Namespace: m.Namespace, Name: m.Name})
 	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: emit,
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj interface{}, isInInitialList bool) {
+			// The initial list names every existing trigger; the pass that
+			// runs at start (or the reconcile a config change queues) has
+			// read them live already. Queuing them all again would put a
+			// thousand full reconciles ahead of the first real event.
+			if !isInInitialList {
+				emit(obj)
+			}
+		},
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			// Most updates of a Deployment are status changes; only label
 			// changes can change what autox wants. The periodic pass covers

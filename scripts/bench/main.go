@@ -195,7 +195,11 @@ func bench(ctx context.Context, o options) error {
 		if err := p.waitFor(ctx, time.Minute, func(l line) bool { return p.countSpec("release upgrade", idx) >= before+releasesPerTrigger }); err != nil {
 			return fmt.Errorf("relabel %d: %w", i, err)
 		}
-		r.Reactions = append(r.Reactions, p.lastAt().Sub(t0))
+		d := p.lastAt().Sub(t0)
+		r.Reactions = append(r.Reactions, d)
+		if d > time.Second {
+			note("slow reaction %d (t%04d): %s; log around it:\n%s", i, idx, d, p.tail(12))
+		}
 	}
 	r.ReactionRSS = p.peakRSS()
 	p.stop()
