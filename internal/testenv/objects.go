@@ -23,7 +23,9 @@ func RunMain(m *testing.M, cluster **Cluster) int {
 		return 1
 	}
 	*cluster = c
+	release := stopOnSignal(c)
 	code := m.Run()
+	release()
 	if err := c.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stop control plane:", err)
 	}

@@ -69,6 +69,7 @@ type Cluster struct {
 	// Kubeconfig is a file with admin credentials, for the autox binary.
 	Kubeconfig string
 	dir        string
+	assets     string
 }
 
 // Start starts a control plane. Stop must be called; it stops both
@@ -78,6 +79,7 @@ func Start() (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	reapOrphans(assets)
 	env := &envtest.Environment{BinaryAssetsDirectory: assets, ControlPlaneStopTimeout: 30 * time.Second}
 	// Room for thousands of Services (the test chart has one): the default
 	// range has 254 addresses. Nothing is routed; the API server only allocates.
@@ -86,7 +88,8 @@ func Start() (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot start kube-apiserver and etcd from %s: %w", assets, err)
 	}
-	c := &Cluster{Env: env, Config: cfg}
+	recordChildren(assets)
+	c := &Cluster{Env: env, Config: cfg, assets: assets}
 	if err := c.init(); err != nil {
 		_ = env.Stop()
 		return nil, err
@@ -119,6 +122,9 @@ func (c *Cluster) init() error {
 // Stop stops kube-apiserver and etcd and removes their files.
 func (c *Cluster) Stop() error {
 	err := c.Env.Stop()
+	if err == nil {
+		forgetChildren(c.assets)
+	}
 	if c.dir != "" {
 		_ = os.RemoveAll(c.dir)
 	}
