@@ -31,11 +31,7 @@ func TestRepositoryAndOCICharts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	tgzs, err := testenv.PackageCharts(t.TempDir(), "hello", "hello-v2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.Push("experiments", tgzs...); err != nil {
+	if err := reg.Push("experiments", "hello", "hello-v2"); err != nil {
 		t.Fatal(err)
 	}
 	repoConfig := filepath.Join(dir, "repositories.yaml")

@@ -170,11 +170,7 @@ func TestOCIRegistryCharts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	tgzs, err := testenv.PackageCharts(t.TempDir(), "hello", "hello-v2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.Push("charts", tgzs...); err != nil {
+	if err := reg.Push("charts", "hello", "hello-v2"); err != nil {
 		t.Fatal(err)
 	}
 	creds := filepath.Join(dir, "config.json")

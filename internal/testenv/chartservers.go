@@ -266,8 +266,18 @@ func NewOCIRegistry(dir string, ca *CA, user, password string) (*OCIRegistry, er
 	return o, nil
 }
 
-// Push pushes packaged charts (.tgz paths) under oci://Host/<path>/<name>:<version>.
-func (o *OCIRegistry) Push(path string, tgzs ...string) error {
+// Push packages the named testdata charts and pushes them under
+// oci://Host/<path>/<name>:<version>.
+func (o *OCIRegistry) Push(path string, charts ...string) error {
+	dir, err := os.MkdirTemp("", "autox-push-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	tgzs, err := PackageCharts(dir, charts...)
+	if err != nil {
+		return err
+	}
 	client, err := registry.NewClient(
 		registry.ClientOptBasicAuth(o.User, o.Password),
 		registry.ClientOptWriter(devNull{}),
