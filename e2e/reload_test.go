@@ -1,14 +1,11 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"text/template"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/autox-dev/autox/internal/testenv"
 )
@@ -107,9 +104,6 @@ func TestConfigDeletedKeepsReleases(t *testing.T) {
 	testenv.Eventually(t, patience, "missing file reported", func() (bool, error) {
 		return strings.Contains(p.Output(), "config reload: cannot read the file"), nil
 	})
-	if err := cluster.Client.AppsV1().Deployments(e.ns).Delete(context.Background(), "db", metav1.DeleteOptions{}); testenv.IgnoreNotFound(err) != nil {
-		t.Fatal(err)
-	}
 	// Passes go on with the last valid config.
 	testenv.Eventually(t, patience, "two more passes", func() (bool, error) {
 		return strings.Count(p.Output(), `"message":"pass complete"`) >= 3, nil
