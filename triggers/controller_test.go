@@ -35,7 +35,6 @@ type harness struct {
 	ctrl   *Controller
 	stop   context.CancelFunc
 	done   chan error
-	cfg    *config.Config
 	charts string
 }
 

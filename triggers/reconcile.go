@@ -45,11 +45,10 @@ type Step struct {
 	// Revision is the release's current revision, 0 when there is none.
 	Revision int `json:"revision,omitempty"`
 
-	desired       *helmops.Desired
-	chartRef      config.Chart
-	rollbackTo    int
-	releaseExists bool
-	trigger       *corev1.ObjectReference
+	desired    *helmops.Desired
+	chartRef   config.Chart
+	rollbackTo int
+	trigger    *corev1.ObjectReference
 }
 
 // Changes reports whether the step would make a Helm write.
@@ -158,7 +157,7 @@ func (r *Reconciler) Plan(ctx context.Context, specName string) ([]Step, error) 
 			reason = stateReason
 		}
 		steps = append(steps, Step{Action: action, Spec: specName, ReleaseSpec: rel.ReleaseSpec, Release: rel.Name,
-			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, releaseExists: true})
+			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision})
 	}
 	if spec == nil {
 		return steps, nil
@@ -199,7 +198,6 @@ func (r *Reconciler) planReleaseSpec(ctx context.Context, specName, id string, r
 	}
 	if rel != nil {
 		step.Revision = rel.Revision
-		step.releaseExists = true
 		step.rollbackTo = rel.LastDeployedRevision
 	}
 
