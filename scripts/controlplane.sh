@@ -26,6 +26,14 @@ build=2
 dir="$root/controlplane/kube-apiserver-$k8s-etcd-$etcd-$(go env GOOS)-$(go env GOARCH)-build$build"
 
 if [ ! -x "$dir/kube-apiserver" ] || [ ! -x "$dir/etcd" ]; then
+  # Test packages may ask at the same time: one builds, the others wait.
+  mkdir -p "$root/controlplane"
+  if command -v flock >/dev/null; then
+    exec 9>"$root/controlplane/.build.lock"
+    flock 9
+  fi
+fi
+if [ ! -x "$dir/kube-apiserver" ] || [ ! -x "$dir/etcd" ]; then
   echo "controlplane.sh: building kube-apiserver $k8s and etcd $etcd into $dir (first time only, several minutes)" >&2
   tmp="$dir.tmp.$$"
   trap 'rm -rf "$tmp"' EXIT
