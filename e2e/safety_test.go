@@ -306,3 +306,55 @@ func TestGracefulStop(t *testing.T) {
 		t.Fatalf("a second SIGTERM did not exit: %v", err)
 	}
 }
+
+// TestStopWaitsForRunningOperations stops autox while a Helm install is
+// blocked (its pre-install hook Job never completes here): the first SIGTERM
+// waits for it, a second one exits at once; with a short --shutdown-timeout
+// the operation is cancelled and autox still exits 0.
+func TestStopWaitsForRunningOperations(t *testing.T) {
+	e := newEnv(t)
+	e.deployment("web", version("1.0.0"))
+	cfg := e.writeConfig(`
+namespaces: [{{.NS}}]
+specs:
+  web:
+    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
+    releaseSpecs:
+      slow: {chart: {path: {{.Charts}}/slow}}
+`)
+	blocked := func(p *testenv.Process) {
+		testenv.Eventually(t, patience, "the install waiting on its hook", func() (bool, error) {
+			return strings.Contains(p.Output(), "Watching for changes to Job"), nil
+		})
+	}
+
+	p := e.run(cfg, "--helm-timeout", "1h", "--shutdown-timeout", "1h")
+	blocked(p)
+	p.Signal(syscall.SIGTERM)
+	if _, err := p.Wait(2 * time.Second); err == nil {
+		t.Fatalf("autox exited while an install was running and --shutdown-timeout was 1h:\n%s", p.Output())
+	}
+	p.Signal(syscall.SIGTERM)
+	code, err := p.Wait(10 * time.Second)
+	if err != nil || code != 1 {
+		t.Fatalf("a second SIGTERM: exit code %d, %v", code, err)
+	}
+
+	// The killed install left the release pending; a short shutdown timeout
+	// cancels the next blocked operation and still exits cleanly.
+	p = e.run(cfg, "--helm-timeout", "1h", "--shutdown-timeout", "2s")
+	testenv.Eventually(t, patience, "autox started", func() (bool, error) { return strings.Contains(p.Output(), "pass complete") || strings.Contains(p.Output(), "informer started"), nil })
+	if err := cluster.Client.CoreV1().Secrets(e.ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "owner=helm"}); err != nil {
+		t.Fatal(err)
+	}
+	e.relabel("web", version("2.0.0")) // an event: the release is gone, so it installs again
+	blocked(p)
+	p.Signal(syscall.SIGTERM)
+	code, err = p.Wait(patience)
+	if err != nil || code != 0 {
+		t.Fatalf("SIGTERM with --shutdown-timeout 2s: exit code %d, %v\n%s", code, err, p.Output())
+	}
+	if !strings.Contains(p.Output(), "still running at the shutdown timeout") {
+		t.Error("the cancelled operation was not reported")
+	}
+}
