@@ -343,7 +343,9 @@ specs:
 	// The killed install left the release pending; a short shutdown timeout
 	// cancels the next blocked operation and still exits cleanly.
 	p = e.run(cfg, "--helm-timeout", "1h", "--shutdown-timeout", "2s")
-	testenv.Eventually(t, patience, "autox started", func() (bool, error) { return strings.Contains(p.Output(), "pass complete") || strings.Contains(p.Output(), "informer started"), nil })
+	testenv.Eventually(t, patience, "autox started", func() (bool, error) {
+		return strings.Contains(p.Output(), "pass complete") || strings.Contains(p.Output(), "informer started"), nil
+	})
 	if err := cluster.Client.CoreV1().Secrets(e.ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "owner=helm"}); err != nil {
 		t.Fatal(err)
 	}
