@@ -41,8 +41,8 @@ func newListCommand() *cobra.Command {
 			if err := bindEnv(cmd.Flags()); err != nil {
 				return err
 			}
-			if output != "table" && output != "json" {
-				return &exitError{1, fmt.Errorf("invalid -o %q: use table or json", output)}
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			log, err := newLogger(cmd.ErrOrStderr(), "warn", "console")
 			if err != nil {
@@ -98,9 +98,7 @@ func listRows(cfg *config.Config, rels []*helmops.Release, onlyOrphans bool) []l
 
 func printRows(w io.Writer, output string, rows []listedRelease) error {
 	if output == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
+		return writeJSON(w, rows)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tRELEASE\tSPEC\tRELEASE SPEC\tCHART\tVERSION\tREVISION\tSTATUS\tUPDATED\tORPHAN")
@@ -109,4 +107,19 @@ func printRows(w io.Writer, output string, rows []listedRelease) error {
 			r.Chart, r.ChartVersion, r.Revision, r.Status, r.Updated.Format(time.RFC3339), r.Orphan)
 	}
 	return tw.Flush()
+}
+
+// checkOutput validates the -o flag shared by plan and list.
+func checkOutput(output string) error {
+	if output != "table" && output != "json" {
+		return &exitError{1, fmt.Errorf("invalid -o %q: use table or json", output)}
+	}
+	return nil
+}
+
+// writeJSON prints v as indented JSON, the -o json of plan and list.
+func writeJSON(w io.Writer, v interface{}) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

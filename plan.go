@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,8 +30,8 @@ cluster error, 2 changes pending (only with --detailed-exitcode).`,
 			if err := bindEnv(cmd.Flags()); err != nil {
 				return err
 			}
-			if output != "table" && output != "json" {
-				return &exitError{1, fmt.Errorf("invalid -o %q: use table or json", output)}
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			log, err := newLogger(cmd.ErrOrStderr(), logLevel, "console")
 			if err != nil {
@@ -77,9 +76,7 @@ func printSteps(w io.Writer, output string, steps []triggers.Step) error {
 		if steps == nil {
 			steps = []triggers.Step{}
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(steps)
+		return writeJSON(w, steps)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ACTION\tSPEC\tRELEASE SPEC\tRELEASE\tNAMESPACE\tREASON")

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"text/template"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -73,15 +72,7 @@ func (e *env) writeConfig(text string) string {
 // writeConfigAs is writeConfig to another file name of the test's directory.
 func (e *env) writeConfigAs(name, text string) string {
 	e.t.Helper()
-	var b strings.Builder
-	if err := template.Must(template.New("c").Parse(text)).Execute(&b, map[string]string{"NS": e.ns, "Charts": e.charts}); err != nil {
-		e.t.Fatal(err)
-	}
-	p := filepath.Join(e.dir, name)
-	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
-		e.t.Fatal(err)
-	}
-	return p
+	return testenv.WriteConfig(e.t, e.dir, name, text, e.ns, e.charts)
 }
 
 func (e *env) run(config string, extra ...string) *testenv.Process {

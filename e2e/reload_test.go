@@ -5,18 +5,13 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"text/template"
 
 	"github.com/autox-dev/autox/internal/testenv"
 )
 
 func (e *env) render(text string) string {
 	e.t.Helper()
-	var b strings.Builder
-	if err := template.Must(template.New("c").Parse(text)).Execute(&b, map[string]string{"NS": e.ns, "Charts": e.charts}); err != nil {
-		e.t.Fatal(err)
-	}
-	return b.String()
+	return testenv.RenderConfig(e.t, text, e.ns, e.charts)
 }
 
 const oneSpec = `

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"text/template"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -54,15 +53,7 @@ func newHarness(t *testing.T) *harness {
 // config renders a config template ({{.NS}}, {{.Charts}}) and loads it for real.
 func (h *harness) config(text string) *config.Config {
 	h.t.Helper()
-	var b strings.Builder
-	if err := template.Must(template.New("c").Parse(text)).Execute(&b, map[string]string{"NS": h.ns, "Charts": h.charts}); err != nil {
-		h.t.Fatal(err)
-	}
-	p := filepath.Join(h.dir, "config.yaml")
-	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
-		h.t.Fatal(err)
-	}
-	cfg, err := config.Load(p)
+	cfg, err := config.Load(testenv.WriteConfig(h.t, h.dir, "config.yaml", text, h.ns, h.charts))
 	if err != nil {
 		h.t.Fatal(err)
 	}

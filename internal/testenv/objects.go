@@ -3,7 +3,10 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"html/template"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/action"
@@ -90,4 +93,25 @@ func (c *Cluster) InstallUnlabelled(t testing.TB, namespace, name, chartDir stri
 	if _, err := in.Run(ch, map[string]interface{}{"greeting": "mine"}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// RenderConfig fills a test config template: {{.NS}} is the test's namespace,
+// {{.Charts}} the testdata/charts directory.
+func RenderConfig(t testing.TB, text, namespace, charts string) string {
+	t.Helper()
+	var b strings.Builder
+	if err := template.Must(template.New("config").Parse(text)).Execute(&b, map[string]string{"NS": namespace, "Charts": charts}); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// WriteConfig renders a config template into dir/name and returns its path.
+func WriteConfig(t testing.TB, dir, name, text, namespace, charts string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(RenderConfig(t, text, namespace, charts)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
