@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/triggers"
 )
@@ -46,11 +45,18 @@ type clusterDeps struct {
 	client kubernetes.Interface
 }
 
+// connect builds the clients of a command that talks to the cluster.
 func (c *clusterFlags) connect(log zerolog.Logger) (*clusterDeps, error) {
 	rc, err := restConfig(c.kubeconfig)
 	if err != nil {
 		return nil, err
 	}
+	return c.clients(rc, log)
+}
+
+// clients builds every client from rc: run builds them once per leadership
+// term from the term's fenced config.
+func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDeps, error) {
 	helm, err := helmops.New(helmops.Options{
 		RESTConfig: rc, StorageDriver: c.storageDriver, Timeout: c.helmTimeout, MaxHistory: c.maxHistory, Log: log,
 	})
@@ -79,10 +85,10 @@ func (c *clusterFlags) connect(log zerolog.Logger) (*clusterDeps, error) {
 
 // reconciler builds the one Reconciler that run, plan and list share, so they
 // cannot disagree about what to do.
-func (d *clusterDeps) reconciler(cfg *config.Config, charts helmops.ChartSource, helmTimeout time.Duration, log zerolog.Logger) *triggers.Reconciler {
+func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts helmops.ChartSource, helmTimeout time.Duration, log zerolog.Logger) *triggers.Reconciler {
 	return &triggers.Reconciler{
 		Helm: d.helm, Charts: charts, Triggers: triggers.TriggerReader{Client: d.meta, Mapper: d.mapper},
-		Config: func() *config.Config { return cfg }, StaleAfter: helmTimeout + 30*time.Second, Now: time.Now, Log: log,
+		State: state, StaleAfter: helmTimeout + 30*time.Second, Now: time.Now, Log: log,
 	}
 }
 

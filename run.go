@@ -16,12 +16,14 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/leader"
 	"github.com/autox-dev/autox/internal/metrics"
 	"github.com/autox-dev/autox/triggers"
 	"github.com/autox-dev/autox/watch"
@@ -117,31 +119,32 @@ func run(cmd *cobra.Command, f *runFlags) error {
 	if f.config == "" {
 		return &exitError{1, errors.New("--config is required")}
 	}
-	// The controller that applies reloaded configs is created below, once the
-	// first config is known to be valid.
-	var ctrl *triggers.Controller
-	reloader, cfg, err := watch.NewReloader(f.config, func(ctx context.Context, c *config.Config) {
-		ch := ctrl.ApplyConfig(ctx, c)
-		log.Info().Strs("removedSpecs", ch.RemovedSpecs).Strs("addedSpecs", ch.AddedSpecs).
-			Strs("changedSpecs", ch.ChangedSpecs).Int("removedReleaseSpecs", len(ch.RemovedReleaseSpecs)).Msg("config changes")
-	}, log)
+	var live liveController
+	m := metrics.New(live.queueLen, func() float64 { return float64(apiRequests.Load()) })
+	// Every replica, leader or not, watches and validates the config file:
+	// a replica that becomes leader acts on the last valid config it saw.
+	reloader, cfg, err := watch.NewReloader(f.config, live.apply, log)
 	if err != nil {
 		return configError(cmd, f.config, err)
 	}
+	live.state, live.log = triggers.NewConfigState(cfg), log
 	if watch.LooksLikeSubPath(f.config) {
 		log.Warn().Str("config", f.config).Msg("the config file is a mount point of its own, as with a subPath volume mount: " +
 			"the kubelet never updates those, so config changes will not reach autox; mount the whole ConfigMap as a directory")
 	}
-	deps, err := f.clusterFlags.connect(log)
+	base, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return &exitError{1, err}
+	}
+	leaseClient, err := kubernetes.NewForConfig(base)
+	if err != nil {
+		return &exitError{1, fmt.Errorf("cannot create Kubernetes client: %w", err)}
 	}
 
 	ctx, stop := signalContext(log)
 	defer stop()
 
 	var leading atomic.Bool
-	m := metrics.New(func() int { return ctrl.QueueLen() }, func() float64 { return float64(apiRequests.Load()) })
 	m.ConfigLoaded(true, time.Now())
 	reloader.OnOutcome = func(o watch.Outcome) {
 		switch o {
@@ -155,9 +158,6 @@ func run(cmd *cobra.Command, f *runFlags) error {
 			m.ConfigLoaded(false, time.Now())
 		}
 	}
-	events := record.NewBroadcaster()
-	defer events.Shutdown()
-	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: deps.client.CoreV1().Events("")})
 	charts, err := helmops.NewChartCache(helmops.ChartCacheOptions{
 		Dir: f.cacheDir, RepositoryConfig: f.repositoryConfig, RegistryConfig: f.registryConfig,
 		Refresh: f.indexRefresh, Timeout: f.helmTimeout, Log: log,
@@ -165,20 +165,19 @@ func run(cmd *cobra.Command, f *runFlags) error {
 	if err != nil {
 		return &exitError{1, err}
 	}
-	rec := deps.reconciler(cfg, charts, f.helmTimeout, log)
-	rec.Metrics = m
-	rec.Events = events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"})
-	ctrl = triggers.NewController(cfg, triggers.Options{
-		Reconciler: rec, Inventory: deps.inv, Metadata: deps.meta, Workers: f.workers, Resync: f.resync,
-		ShutdownTimeout: f.shutdownTimeout, Metrics: m, RequestCount: apiRequests.Load, Log: log,
+	w, err := watch.New(watch.Options{
+		Path: f.config, Debounce: f.configDebounce, CheckInterval: f.configCheckInterval,
+		OnChange: func() { reloader.Check(ctx) }, Log: log,
 	})
+	if err != nil {
+		return &exitError{1, err}
+	}
 
-	var watcher atomic.Pointer[watch.Watcher]
 	if f.httpAddr != "" {
 		srv, err := serveHTTP(f.httpAddr, m, probes{
 			// A standby is ready: it holds a valid config and takes over on its own.
 			ready: func() error {
-				if leading.Load() && !ctrl.Ready() {
+				if c := live.current(); leading.Load() && (c == nil || !c.Ready()) {
 					return errors.New("start-up cleanup has not finished or informers have not synced")
 				}
 				return nil
@@ -186,13 +185,12 @@ func run(cmd *cobra.Command, f *runFlags) error {
 			// Only stuck loops fail liveness: a bad config or chart never does.
 			healthy: func() error {
 				now := time.Now()
-				if err := ctrl.Stuck(now); err != nil {
-					return err
+				if c := live.current(); c != nil {
+					if err := c.Stuck(now); err != nil {
+						return err
+					}
 				}
-				if w := watcher.Load(); w != nil {
-					return w.Stuck(now)
-				}
-				return nil
+				return w.Stuck(now)
 			},
 		}, log)
 		if err != nil {
@@ -207,53 +205,115 @@ func run(cmd *cobra.Command, f *runFlags) error {
 
 	log.Info().Str("config", f.config).Int("specs", len(cfg.Specs)).Strs("namespaces", cfg.Namespaces).
 		Str("version", version).Msg("autox starting")
-	// lead runs while this process is the one writer: it first catches up
-	// with config changes made while it stood by, then watches the file.
-	lead := func(ctx context.Context) error {
-		reloader.Check(ctx)
-		w, err := watch.New(watch.Options{
-			Path: f.config, Debounce: f.configDebounce, CheckInterval: f.configCheckInterval,
-			OnChange: func() { reloader.Check(ctx) }, Log: log,
-		})
-		if err != nil {
-			return err
-		}
-		watcher.Store(w)
-		watchCtx, stopWatch := context.WithCancel(ctx)
-		watchDone := make(chan error, 1)
-		go func() { watchDone <- w.Watch(watchCtx) }()
-		runErr := ctrl.Run(ctx)
-		stopWatch()
+	watchDone := make(chan error, 1)
+	go func() { watchDone <- w.Watch(ctx) }()
+	defer func() {
+		stop()
 		if err := <-watchDone; err != nil {
 			log.Error().Err(err).Msg("config watcher failed")
 		}
-		return runErr
+	}()
+
+	// lead runs one leadership term: everything it builds writes through
+	// the term's fenced clients, so nothing it started can write after the
+	// term has ended.
+	lead := func(ctx context.Context, term *leader.Term) error {
+		deps, err := f.clusterFlags.clients(term.RESTConfig(base), log)
+		if err != nil {
+			return err
+		}
+		events := record.NewBroadcaster()
+		defer events.Shutdown()
+		events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: deps.client.CoreV1().Events("")})
+		ctrl := live.attach(func(state *triggers.ConfigState) *triggers.Controller {
+			rec := deps.reconciler(state, charts, f.helmTimeout, log)
+			rec.Metrics = m
+			rec.Events = events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"})
+			return triggers.NewController(triggers.Options{
+				Reconciler: rec, State: state, Inventory: deps.inv, Metadata: deps.meta, Workers: f.workers, Resync: f.resync,
+				ShutdownTimeout: f.shutdownTimeout, Metrics: m, RequestCount: apiRequests.Load, Log: log, Fenced: term.Done(),
+			})
+		})
+		defer live.detach()
+		// Catch up with a file changed since the last check.
+		reloader.Check(ctx)
+		return ctrl.Run(ctx)
 	}
 
+	electionOpts := leader.Options{
+		Client: leaseClient, Namespace: f.leaderElectionNamespace, Name: f.leaderElectID,
+		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
+		OnLeading: func(l bool) {
+			leading.Store(l)
+			m.Leader.Set(map[bool]float64{true: 1, false: 0}[l])
+		},
+		OnRefused: m.FencedWrites.Inc,
+		Log:       log,
+	}
 	var runErr error
 	if f.leaderElect {
-		runErr = triggers.RunAsLeader(ctx, triggers.LeaderOptions{
-			Client: deps.client, Namespace: f.leaderElectionNamespace, Name: f.leaderElectID,
-			LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
-			OnLeading: func(l bool) {
-				leading.Store(l)
-				m.Leader.Set(map[bool]float64{true: 1, false: 0}[l])
-			},
-			// Another process may already be writing: stop at once, and let
-			// Kubernetes restart this one as a standby.
-			OnLost: func() { os.Exit(1) },
-			Log:    log,
-		}, lead)
+		runErr = leader.Run(ctx, electionOpts, lead)
 	} else {
-		leading.Store(true)
-		m.Leader.Set(1)
-		runErr = lead(ctx)
+		runErr = leader.RunAlone(ctx, electionOpts, lead)
 	}
 	if runErr != nil {
 		return &exitError{1, runErr}
 	}
 	log.Info().Msg("autox stopped")
 	return nil
+}
+
+// liveController is the controller of the current leadership term, if any,
+// and the config state every term shares. Config reloads go through it, so a
+// reload is applied by the running controller, or kept for the next term.
+type liveController struct {
+	state *triggers.ConfigState
+	log   zerolog.Logger
+
+	mu   sync.Mutex
+	ctrl *triggers.Controller
+}
+
+// apply is the reloader's callback for a new valid config.
+func (l *liveController) apply(ctx context.Context, cfg *config.Config) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctrl == nil {
+		l.state.Apply(cfg)
+		l.log.Info().Int("specs", len(cfg.Specs)).Msg("config kept for when this process leads")
+		return
+	}
+	ch := l.ctrl.ApplyConfig(ctx, cfg)
+	l.log.Info().Strs("removedSpecs", ch.RemovedSpecs).Strs("addedSpecs", ch.AddedSpecs).
+		Strs("changedSpecs", ch.ChangedSpecs).Int("removedReleaseSpecs", len(ch.RemovedReleaseSpecs)).Msg("config changes")
+}
+
+// attach builds the term's controller; no reload can slip in between the
+// config it starts from and its registration.
+func (l *liveController) attach(build func(*triggers.ConfigState) *triggers.Controller) *triggers.Controller {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ctrl = build(l.state)
+	return l.ctrl
+}
+
+func (l *liveController) detach() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ctrl = nil
+}
+
+func (l *liveController) current() *triggers.Controller {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ctrl
+}
+
+func (l *liveController) queueLen() int {
+	if c := l.current(); c != nil {
+		return c.QueueLen()
+	}
+	return 0
 }
 
 // signalContext is cancelled by the first SIGINT or SIGTERM; a second one

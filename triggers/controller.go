@@ -6,7 +6,6 @@ package triggers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -27,8 +26,10 @@ import (
 // Options configure a Controller.
 type Options struct {
 	Reconciler *Reconciler
-	Inventory  *helmops.Inventory
-	Metadata   metadata.Interface
+	// State holds the config in force; the Reconciler shares it.
+	State     *ConfigState
+	Inventory *helmops.Inventory
+	Metadata  metadata.Interface
 	// Workers is how many specs are reconciled in parallel (--workers).
 	Workers int
 	// Resync is the period of the pass that enqueues every spec (--resync).
@@ -37,6 +38,10 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// RetryBase and RetryMax bound the per-spec backoff after an error.
 	RetryBase, RetryMax time.Duration
+	// Fenced, if set, is closed when the leadership term this controller
+	// works for has ended: running reconciles are cancelled at once, since
+	// their writes are refused anyway, and nothing new starts.
+	Fenced <-chan struct{}
 	// Metrics is optional.
 	Metrics *metrics.Metrics
 	// RequestCount, if set, counts API requests made so far (for the pass log).
@@ -48,10 +53,15 @@ type Options struct {
 type Controller struct {
 	opts      Options
 	rec       *Reconciler
-	queue     workqueue.TypedRateLimitingInterface[string]
+	state     *ConfigState
+	queue     workqueue.TypedDelayingInterface[string]
 	informers *informerSet
+	// limiter and retryAt implement the per-spec backoff: a failed spec is
+	// queued again after limiter's delay, and the periodic pass leaves it
+	// alone until retryAt (events and config changes still queue it at once).
+	limiter workqueue.TypedRateLimiter[string]
+	retryAt sync.Map // spec name -> time.Time
 
-	cfg      atomic.Pointer[config.Config]
 	index    atomic.Pointer[triggerIndex]
 	stopping atomic.Bool
 	ready    atomic.Bool
@@ -64,9 +74,9 @@ type Controller struct {
 // informer has synced.
 func (c *Controller) Ready() bool { return c.ready.Load() && c.informers.hasSynced() }
 
-// NewController returns a controller for the initial config cfg. The
-// Reconciler's Config func is set to the controller's config in force.
-func NewController(cfg *config.Config, opts Options) *Controller {
+// NewController returns a controller for the config in force in opts.State,
+// which opts.Reconciler must share.
+func NewController(opts Options) *Controller {
 	if opts.Workers <= 0 {
 		opts.Workers = 4
 	}
@@ -79,32 +89,34 @@ func NewController(cfg *config.Config, opts Options) *Controller {
 	if opts.RetryMax <= 0 {
 		opts.RetryMax = 5 * time.Minute
 	}
-	c := &Controller{opts: opts, rec: opts.Reconciler}
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.RetryBase, opts.RetryMax),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "autox"})
+	c := &Controller{opts: opts, rec: opts.Reconciler, state: opts.State,
+		limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.RetryBase, opts.RetryMax)}
+	c.queue = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "autox"})
 	c.informers = newInformerSet(opts.Metadata, c.onTriggerEvent, opts.Log)
-	c.cfg.Store(cfg)
-	c.index.Store(buildIndex(cfg))
-	c.rec.Config = c.Config
+	c.index.Store(buildIndex(c.Config()))
 	return c
 }
 
 // Config returns the config in force.
-func (c *Controller) Config() *config.Config { return c.cfg.Load() }
+func (c *Controller) Config() *config.Config { return c.state.Config() }
 
 // Run cleans up releases of removed specs, then reconciles every spec on
 // informer events and every Resync, until ctx ends. It then starts no new
 // spec, lets running reconciles finish (up to ShutdownTimeout) and returns.
+// When Fenced closes, running reconciles are cancelled at once.
 func (c *Controller) Run(ctx context.Context) error {
 	// Helm operations run on their own context: a stop must not cut a chart
-	// group in half. It is cancelled only when the shutdown timeout runs out.
+	// group in half. It is cancelled only when the shutdown timeout runs out,
+	// or when the term is fenced.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
+	runDone := make(chan struct{})
+	defer close(runDone)
+	go c.boundWork(ctx, runDone, cancelWork)
 
 	c.cleanupOnStart(ctx, workCtx)
 	if ctx.Err() != nil {
-		return nil // stopped before the first pass: nothing was started
+		return nil // stopped before the first pass: nothing else was started
 	}
 
 	c.informers.sync(ctx, c.Config())
@@ -142,17 +154,33 @@ loop:
 	c.opts.Log.Info().Msg("stopping: no new reconcile starts, waiting for running ones")
 	c.stopping.Store(true)
 	c.queue.ShutDown()
-	done := make(chan struct{})
-	go func() { workers.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(c.opts.ShutdownTimeout):
-		c.opts.Log.Warn().Dur("shutdownTimeout", c.opts.ShutdownTimeout).Msg("reconciles still running at the shutdown timeout; cancelling them")
-		cancelWork()
-		<-done
-	}
+	workers.Wait()
 	c.informers.stopAll()
 	return nil
+}
+
+// boundWork cancels the work context when the term is fenced, or when a
+// stop has waited ShutdownTimeout for running reconciles; it returns when
+// Run does.
+func (c *Controller) boundWork(ctx context.Context, runDone <-chan struct{}, cancelWork context.CancelFunc) {
+	select {
+	case <-c.opts.Fenced:
+		cancelWork()
+		return
+	case <-runDone:
+		return
+	case <-ctx.Done():
+	}
+	timeout := time.NewTimer(c.opts.ShutdownTimeout)
+	defer timeout.Stop()
+	select {
+	case <-timeout.C:
+		c.opts.Log.Warn().Dur("shutdownTimeout", c.opts.ShutdownTimeout).Msg("reconciles still running at the shutdown timeout; cancelling them")
+		cancelWork()
+	case <-c.opts.Fenced:
+		cancelWork()
+	case <-runDone:
+	}
 }
 
 // cleanupOnStart uninstalls, before the first pass, the releases of specs and
@@ -165,10 +193,13 @@ func (c *Controller) cleanupOnStart(ctx, workCtx context.Context) {
 		specs, err := c.orphanSpecs(ctx)
 		if err == nil {
 			for _, name := range specs {
+				if ctx.Err() != nil {
+					return // stopping: start nothing new
+				}
 				// The workers are not running yet, so no other reconcile of
-				// this spec can overlap; an error here is retried by the pass.
+				// this spec can overlap; an error here is retried with backoff.
 				if err := c.rec.Reconcile(workCtx, name); err != nil {
-					c.queue.AddRateLimited(name)
+					c.retryLater(name)
 				}
 			}
 			return
@@ -183,7 +214,7 @@ func (c *Controller) cleanupOnStart(ctx, workCtx context.Context) {
 }
 
 func (c *Controller) orphanSpecs(ctx context.Context) ([]string, error) {
-	return OrphanSpecs(ctx, c.opts.Inventory, c.Config())
+	return OrphanSpecs(ctx, c.opts.Inventory, c.state)
 }
 
 // runPass starts a pass over every spec. It reads the cluster with a number
@@ -193,7 +224,11 @@ func (c *Controller) orphanSpecs(ctx context.Context) ([]string, error) {
 // other spec, and every spec name that still has releases the config does
 // not want, is queued for the full reconcile.
 func (c *Controller) runPass(ctx context.Context) {
+	if ctx.Err() != nil {
+		return // stopping: a pass that races the stop starts nothing
+	}
 	cfg := c.Config()
+	gcNamespaces := c.state.GCNamespaces()
 	names := cfg.SpecNames()
 	requestsBefore := c.requestCount()
 	c.pass.start(names, time.Now(), func(_ time.Time, took time.Duration) {
@@ -204,14 +239,24 @@ func (c *Controller) runPass(ctx context.Context) {
 		}
 	})
 
-	recs, err := c.opts.Inventory.Managed(ctx, cfg.Namespaces)
+	now := time.Now()
+	queue := func(name string) {
+		// A spec in backoff is retried when its backoff ends, not sooner.
+		if c.inBackoff(name, now) {
+			c.pass.done(name)
+			return
+		}
+		c.queue.Add(name)
+	}
+	recs, err := c.opts.Inventory.Managed(ctx, gcNamespaces)
 	if err != nil {
 		c.opts.Log.Error().Err(err).Msg("cannot list autox release records; reconciling every spec in full")
 		for _, name := range names {
-			c.queue.Add(name)
+			queue(name)
 		}
 		return
 	}
+	c.collectDropped(cfg, gcNamespaces, recs)
 	if c.opts.Metrics != nil {
 		byStatus := map[string]int{}
 		for _, r := range recs {
@@ -220,7 +265,7 @@ func (c *Controller) runPass(ctx context.Context) {
 		c.opts.Metrics.SetReleases(byStatus)
 	}
 	for _, name := range orphanSpecsOf(cfg, recs) {
-		c.queue.Add(name)
+		queue(name)
 	}
 	bySpec := map[string][]helmops.Record{}
 	for _, r := range recs {
@@ -234,8 +279,42 @@ func (c *Controller) runPass(ctx context.Context) {
 			c.pass.done(name)
 			continue
 		}
-		c.queue.Add(name)
+		queue(name)
 	}
+}
+
+// collectDropped forgets the dropped namespaces a complete listing found
+// without releases of ours.
+func (c *Controller) collectDropped(cfg *config.Config, listed []string, recs []helmops.Record) {
+	used := map[string]bool{}
+	for _, r := range recs {
+		used[r.Namespace] = true
+	}
+	var empty []string
+	for _, ns := range listed {
+		if !cfg.Manages(ns) && !used[ns] {
+			empty = append(empty, ns)
+		}
+	}
+	c.state.Collected(empty)
+}
+
+// retryLater queues a failed spec again after its backoff.
+func (c *Controller) retryLater(name string) {
+	d := c.limiter.When(name)
+	c.retryAt.Store(name, time.Now().Add(d))
+	c.queue.AddAfter(name, d)
+}
+
+// forget ends a spec's backoff after a successful reconcile.
+func (c *Controller) forget(name string) {
+	c.limiter.Forget(name)
+	c.retryAt.Delete(name)
+}
+
+func (c *Controller) inBackoff(name string, now time.Time) bool {
+	v, ok := c.retryAt.Load(name)
+	return ok && now.Before(v.(time.Time))
 }
 
 // listTriggers makes one live metadata LIST per (resource, namespace) the
@@ -300,7 +379,7 @@ func (c *Controller) Stuck(now time.Time) error {
 // triggers, and every spec the change touches is reconciled — removed specs
 // and release specs uninstall through the same reconcile.
 func (c *Controller) ApplyConfig(ctx context.Context, cfg *config.Config) config.Changes {
-	old := c.cfg.Swap(cfg)
+	old := c.state.Apply(cfg)
 	c.index.Store(buildIndex(cfg))
 	changes := config.Diff(old, cfg)
 	c.informers.sync(ctx, cfg)
@@ -329,10 +408,12 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	c.pass.done(name)
 	switch {
 	case err == nil:
-		c.queue.Forget(name)
-	case errors.Is(err, context.Canceled) && c.stopping.Load():
+		c.forget(name)
+	case ctx.Err() != nil:
+		// Cancelled by a stop past its timeout or by a fenced term: the
+		// next leader, or the next term, starts from a live read anyway.
 	default:
-		c.queue.AddRateLimited(name)
+		c.retryLater(name)
 	}
 	return true
 }

@@ -71,9 +71,10 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 		h.t.Fatal(err)
 	}
 	log := zerolog.New(zerolog.NewTestWriter(h.t)).Level(zerolog.InfoLevel)
+	state := NewConfigState(cfg)
 	rec := &Reconciler{Helm: h.helm, Charts: helmops.LocalCharts{}, Triggers: TriggerReader{Client: meta},
-		StaleAfter: time.Minute + 30*time.Second, Now: time.Now, Log: log}
-	h.ctrl = NewController(cfg, Options{Reconciler: rec, Inventory: inv, Metadata: meta, Workers: 2, Resync: resync,
+		State: state, StaleAfter: time.Minute + 30*time.Second, Now: time.Now, Log: log}
+	h.ctrl = NewController(Options{Reconciler: rec, State: state, Inventory: inv, Metadata: meta, Workers: 2, Resync: resync,
 		ShutdownTimeout: 30 * time.Second, RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Log: log})
 	ctx, cancel := context.WithCancel(context.Background())
 	h.stop, h.done = cancel, make(chan error, 1)

@@ -9,14 +9,15 @@ import (
 	"github.com/autox-dev/autox/helmops"
 )
 
-// OrphanSpecs returns the names of specs that have releases cfg does not want
-// by spec or release spec id: removed specs, and specs with removed release specs.
-func OrphanSpecs(ctx context.Context, inv *helmops.Inventory, cfg *config.Config) ([]string, error) {
-	recs, err := inv.Managed(ctx, cfg.Namespaces)
+// OrphanSpecs returns the names of specs that have releases the config in
+// force does not want by spec or release spec id: removed specs, and specs
+// with removed release specs. It looks in every namespace garbage collection covers.
+func OrphanSpecs(ctx context.Context, inv *helmops.Inventory, state *ConfigState) ([]string, error) {
+	recs, err := inv.Managed(ctx, state.GCNamespaces())
 	if err != nil {
 		return nil, err
 	}
-	return orphanSpecsOf(cfg, recs), nil
+	return orphanSpecsOf(state.Config(), recs), nil
 }
 
 func orphanSpecsOf(cfg *config.Config, recs []helmops.Record) []string {
@@ -48,8 +49,8 @@ func Wanted(cfg *config.Config, spec, releaseSpec, namespace, name string) bool 
 // prints and what a pass of `autox run` would do. Steps of specs that could
 // be decided are returned even when others failed (with the error).
 func PlanAll(ctx context.Context, rec *Reconciler, inv *helmops.Inventory) ([]Step, error) {
-	cfg := rec.Config()
-	orphans, err := OrphanSpecs(ctx, inv, cfg)
+	cfg := rec.State.Config()
+	orphans, err := OrphanSpecs(ctx, inv, rec.State)
 	if err != nil {
 		return nil, err
 	}

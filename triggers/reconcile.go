@@ -66,8 +66,9 @@ type Reconciler struct {
 	Helm     Helm
 	Charts   helmops.ChartSource
 	Triggers Triggers
-	// Config returns the config in force; it changes on reload.
-	Config func() *config.Config
+	// State holds the config in force (it changes on reload) and the
+	// namespaces garbage collection looks in.
+	State *ConfigState
 	// StaleAfter is how old a pending release must be before it is unlocked:
 	// --helm-timeout plus a grace period (DESIGN §5).
 	StaleAfter time.Duration
@@ -92,7 +93,7 @@ func (r *Reconciler) ChartID(ref config.Chart) (name, version string, ok bool) {
 		return name, version, true
 	}
 	// Unknown or changed since last seen (e.g. after a restart): read it once.
-	ch, err := r.Charts.Load(context.Background(), ref, r.Config().Dir)
+	ch, err := r.Charts.Load(context.Background(), ref, r.State.Config().Dir)
 	if err != nil {
 		return "", "", false
 	}
@@ -104,7 +105,7 @@ func (r *Reconciler) chartPath(ref config.Chart) string {
 	if filepath.IsAbs(ref.Path) {
 		return ref.Path
 	}
-	return filepath.Join(r.Config().Dir, ref.Path)
+	return filepath.Join(r.State.Config().Dir, ref.Path)
 }
 
 // ErrStepFailed marks a failure of one release spec; the others went ahead.
@@ -115,9 +116,9 @@ var ErrStepFailed = errors.New("release step failed")
 // returned with steps is the failure of some release specs only; an error
 // without steps means nothing could be decided (e.g. the trigger read failed).
 func (r *Reconciler) Plan(ctx context.Context, specName string) ([]Step, error) {
-	cfg := r.Config()
+	cfg := r.State.Config()
 	spec := cfg.Specs[specName]
-	current, err := r.Helm.SpecReleases(ctx, cfg.Namespaces, specName)
+	current, err := r.Helm.SpecReleases(ctx, r.State.GCNamespaces(), specName)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read releases of spec %s: %w", specName, err)
 	}
@@ -211,7 +212,7 @@ func (r *Reconciler) planReleaseSpec(ctx context.Context, specName, id string, r
 			// Only a local chart must be read to learn its name and version;
 			// a repository chart names them in the config, and is fetched
 			// only when an operation needs it.
-			ch, err := r.Charts.Load(ctx, rs.Chart, r.Config().Dir)
+			ch, err := r.Charts.Load(ctx, rs.Chart, r.State.Config().Dir)
 			if err != nil {
 				return step, err
 			}
@@ -277,7 +278,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, specName string) error {
 	}
 	err := errors.Join(errs...)
 	if r.Metrics != nil {
-		r.Metrics.ReconcileTotal.WithLabelValues(specName, metrics.Result(err)).Inc()
+		if _, inConfig := r.State.Config().Specs[specName]; !inConfig && err == nil {
+			// The spec left the config and its releases are gone: its series
+			// go too, so label values stay bounded by the config.
+			r.Metrics.ForgetSpec(specName)
+		} else {
+			r.Metrics.ReconcileTotal.WithLabelValues(specName, metrics.Result(err)).Inc()
+		}
 		r.Metrics.ReconcileDuration.Observe(time.Since(start).Seconds())
 	}
 	ev := r.Log.Debug()
@@ -339,7 +346,7 @@ func (r *Reconciler) apply(ctx context.Context, s Step) error {
 func (r *Reconciler) install(ctx context.Context, s Step) (int, error) {
 	d := *s.desired
 	if d.Chart == nil {
-		ch, err := r.Charts.Load(ctx, s.chartRef, r.Config().Dir)
+		ch, err := r.Charts.Load(ctx, s.chartRef, r.State.Config().Dir)
 		if err != nil {
 			return 0, err
 		}

@@ -29,6 +29,7 @@ type Metrics struct {
 	ConfigReloads       *prometheus.CounterVec
 	LastPass            prometheus.Gauge
 	Leader              prometheus.Gauge
+	FencedWrites        prometheus.Counter
 }
 
 // New creates and registers the metrics, plus the Go and process collectors.
@@ -65,6 +66,9 @@ func New(queueDepth func() int, apiRequests func() float64) *Metrics {
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "autox_leader", Help: "1 while this process leads (is the one that writes).",
 		}),
+		FencedWrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "autox_fenced_writes_total", Help: "Writes refused because the leadership term that started them had ended.",
+		}),
 	}
 	depth := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "autox_workqueue_depth", Help: "Specs waiting to be reconciled.",
@@ -73,7 +77,7 @@ func New(queueDepth func() int, apiRequests func() float64) *Metrics {
 		Name: "autox_kube_api_requests_total", Help: "Requests made to the Kubernetes API server, Helm's included.",
 	}, apiRequests)
 	m.Registry.MustRegister(requests, m.ReconcileTotal, m.ReconcileDuration, m.HelmOperations, m.Releases,
-		m.ConfigReloadOK, m.ConfigReloadSuccess, m.ConfigReloads, m.LastPass, m.Leader, depth,
+		m.ConfigReloadOK, m.ConfigReloadSuccess, m.ConfigReloads, m.LastPass, m.Leader, m.FencedWrites, depth,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{Success, Error} {
 		m.ConfigReloads.WithLabelValues(r)
@@ -100,6 +104,11 @@ func (m *Metrics) ConfigLoaded(ok bool, now time.Time) {
 		return
 	}
 	m.ConfigReloadOK.Set(0)
+}
+
+// ForgetSpec deletes the series of a spec that left the config.
+func (m *Metrics) ForgetSpec(spec string) {
+	m.ReconcileTotal.DeletePartialMatch(prometheus.Labels{"spec": spec})
 }
 
 // SetReleases replaces the release status counts.

@@ -1,0 +1,281 @@
+// Package leader makes autox one writer among its replicas. Run campaigns for
+// a Lease (client-go's leader election) for as long as the process runs; each
+// time it wins, it starts a new Term and runs the caller's work for it. A term
+// ends — fencing every write made through its clients — as soon as this
+// process can no longer be sure it holds the Lease, before anything else
+// happens; on a stop it ends before the Lease is released. A lost Lease does
+// not end the process: the term's work stops and Run campaigns again.
+package leader
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// Options configure Lease-based leader election.
+type Options struct {
+	// Client reads and writes the Lease. It must not be fenced: a process
+	// whose term ended must still campaign and release.
+	Client    kubernetes.Interface
+	Namespace string
+	Name      string
+	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's; the
+	// defaults (15s, 10s, 2s) are those of kube-controller-manager.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// OnLeading is told when a term starts (true) and when it ends (false).
+	OnLeading func(bool)
+	// OnRefused is called for every write a fenced term refuses.
+	OnRefused func()
+	Log       zerolog.Logger
+}
+
+// Lead does one term's work. It must return soon after ctx ends: when the
+// process stops (after its in-flight work, bounded by the caller) or when the
+// term ends (at once: the term's writes are refused anyway).
+type Lead func(ctx context.Context, term *Term) error
+
+// RunAlone runs lead as the one writer without an election
+// (--leader-elect=false): one term from start to stop, fenced when lead returns.
+func RunAlone(ctx context.Context, opts Options, lead Lead) error {
+	term := NewTerm(opts.OnRefused)
+	defer term.End()
+	notify(opts.OnLeading, true)
+	defer notify(opts.OnLeading, false)
+	return lead(ctx, term)
+}
+
+// Run campaigns for the Lease until ctx ends, and runs lead for every term
+// this process wins. It returns nil after a stop, or lead's error.
+func Run(ctx context.Context, opts Options, lead Lead) error {
+	if opts.LeaseDuration <= 0 {
+		opts.LeaseDuration = 15 * time.Second
+	}
+	if opts.RenewDeadline <= 0 {
+		opts.RenewDeadline = 10 * time.Second
+	}
+	if opts.RetryPeriod <= 0 {
+		opts.RetryPeriod = 2 * time.Second
+	}
+	id, err := identity()
+	if err != nil {
+		return err
+	}
+	log := opts.Log.With().Str("identity", id).Str("lease", opts.Namespace+"/"+opts.Name).Logger()
+	for ctx.Err() == nil {
+		lost, err := campaign(ctx, opts, id, log, lead)
+		if err != nil || !lost {
+			return err
+		}
+		log.Warn().Msg("lost the leader Lease: this term's writes are fenced and its work stopped; campaigning again")
+	}
+	return nil
+}
+
+// campaign runs one election: it waits to lead, runs one term, and leaves
+// the election. lost reports a term that ended without a stop.
+func campaign(ctx context.Context, opts Options, id string, log zerolog.Logger, lead Lead) (lost bool, err error) {
+	term := NewTerm(opts.OnRefused)
+	defer term.End()
+	lock := &watchedLock{
+		Interface: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: opts.Namespace, Name: opts.Name},
+			Client:     opts.Client.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+		},
+		term: term, renewDeadline: opts.RenewDeadline,
+	}
+	defer lock.stopWatchdog()
+	leading := make(chan context.Context, 1)
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:          lock,
+		LeaseDuration: opts.LeaseDuration,
+		RenewDeadline: opts.RenewDeadline,
+		RetryPeriod:   opts.RetryPeriod,
+		// Leaving the election releases the Lease; that happens only after
+		// the term has ended, so a standby never starts while we may write.
+		ReleaseOnCancel: true,
+		Name:            opts.Name,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(leaderCtx context.Context) {
+				lock.startWatchdog()
+				leading <- leaderCtx
+			},
+			OnStoppedLeading: term.End,
+			OnNewLeader: func(current string) {
+				if current != id {
+					log.Info().Str("leader", current).Msg("standing by: another process leads")
+				}
+			},
+		},
+	})
+	if err != nil {
+		return false, fmt.Errorf("cannot set up leader election: %w", err)
+	}
+	// The election has its own context: ending it releases the Lease, which
+	// must wait until the term's work is over and the term fenced.
+	electionCtx, endElection := context.WithCancel(context.WithoutCancel(ctx))
+	electionDone := make(chan struct{})
+	go func() {
+		defer close(electionDone)
+		le.Run(electionCtx)
+	}()
+	leave := func() {
+		endElection()
+		<-electionDone
+	}
+
+	var leaderCtx context.Context
+	select {
+	case <-ctx.Done(): // a standby stops at once
+		leave()
+		return false, nil
+	case <-electionDone: // cannot happen before electionCtx ends; campaign again
+		endElection()
+		return true, nil
+	case leaderCtx = <-leading:
+	}
+
+	log.Info().Msg("leading: this process writes")
+	notify(opts.OnLeading, true)
+	stopFencing := context.AfterFunc(leaderCtx, term.End)
+	runCtx, cancelRun := context.WithCancel(ctx)
+	stopCancel := onClose(term.Done(), cancelRun)
+	err = lead(runCtx, term)
+	term.End() // before the Lease can be released
+	cancelRun()
+	stopCancel()
+	stopFencing()
+	notify(opts.OnLeading, false)
+	leave()
+	if err != nil {
+		return false, err
+	}
+	if ctx.Err() != nil {
+		log.Info().Msg("left the leader election: writes fenced, Lease released")
+		return false, nil
+	}
+	return true, nil
+}
+
+// watchedLock is the Lease lock with a watchdog: while leading, the term
+// ends RenewDeadline after the start of the last successful renewal, or at
+// once when the Lease names another holder. client-go itself notices a lost
+// Lease only after trying to release it, which can take another
+// RenewDeadline when the API server does not answer; by then a standby may
+// lead. Fencing from our own renewal times keeps the term inside the Lease:
+// a standby cannot take over before LeaseDuration (> RenewDeadline) has
+// passed since it saw that renewal.
+type watchedLock struct {
+	resourcelock.Interface
+	term          *Term
+	renewDeadline time.Duration
+
+	mu        sync.Mutex
+	lastRenew time.Time
+	leading   bool
+	timer     *time.Timer
+}
+
+func (l *watchedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	rec, raw, err := l.Interface.Get(ctx)
+	if err == nil && rec != nil && rec.HolderIdentity != l.Identity() {
+		l.mu.Lock()
+		leading := l.leading
+		l.mu.Unlock()
+		if leading {
+			l.term.End()
+		}
+	}
+	return rec, raw, err
+}
+
+func (l *watchedLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	start := time.Now()
+	err := l.Interface.Create(ctx, rec)
+	if err == nil && rec.HolderIdentity == l.Identity() {
+		l.renewed(start)
+	}
+	return err
+}
+
+func (l *watchedLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	start := time.Now()
+	err := l.Interface.Update(ctx, rec)
+	// A release writes an empty holder: that is no renewal.
+	if err == nil && rec.HolderIdentity == l.Identity() {
+		l.renewed(start)
+	}
+	return err
+}
+
+func (l *watchedLock) renewed(start time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lastRenew = start
+	if l.timer != nil {
+		l.timer.Reset(time.Until(start.Add(l.renewDeadline)))
+	}
+}
+
+func (l *watchedLock) startWatchdog() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.leading = true
+	l.timer = time.AfterFunc(time.Until(l.lastRenew.Add(l.renewDeadline)), l.term.End)
+}
+
+func (l *watchedLock) stopWatchdog() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.leading = false
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+}
+
+// onClose calls f once ch is closed, unless the returned stop is called first.
+func onClose(ch <-chan struct{}, f func()) (stop func()) {
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-ch:
+			f()
+		case <-quit:
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}
+
+func notify(f func(bool), v bool) {
+	if f != nil {
+		f(v)
+	}
+}
+
+func identity() (string, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("cannot read the hostname for the leader identity: %w", err)
+	}
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("cannot make a leader identity: %w", err)
+	}
+	return host + "_" + hex.EncodeToString(b), nil
+}
