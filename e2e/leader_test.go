@@ -1,0 +1,302 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/release"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/testenv"
+)
+
+// leaderElection returns the flags of leader election with its Lease in the
+// test's namespace. short gives timings that keep tests quick (lease 4s,
+// renew 3s, retry 500ms); otherwise the defaults users run apply.
+func (e *env) leaderElection(short bool) []string {
+	flags := []string{"--leader-elect=true", "--leader-election-namespace", e.ns}
+	if short {
+		flags = append(flags, "--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s",
+			"--leader-election-retry-period", "500ms")
+	}
+	return flags
+}
+
+// httpBase waits for the process's http address and returns its base URL.
+func httpBase(t *testing.T, p *testenv.Process) string {
+	t.Helper()
+	var base string
+	testenv.Eventually(t, patience, "http address logged", func() (bool, error) {
+		if m := addrRe.FindStringSubmatch(p.Output()); m != nil {
+			base = "http://" + m[1]
+		}
+		return base != "", nil
+	})
+	return base
+}
+
+// metricsOf returns a function that reads one metric sample of the process
+// ("" when absent).
+func metricsOf(t *testing.T, p *testenv.Process) func(series string) string {
+	t.Helper()
+	base := httpBase(t, p)
+	return func(series string) string {
+		_, body := httpGet(base + "/metrics")
+		return metricValue(body, series)
+	}
+}
+
+func number(s string) float64 {
+	f, _ := strconv.ParseFloat(s, 64)
+	return f
+}
+
+// stealLease makes another identity hold the test's Lease for d, as a
+// process that took over would.
+func (e *env) stealLease(d time.Duration) {
+	e.t.Helper()
+	leases := cluster.Client.CoordinationV1().Leases(e.ns)
+	l, err := leases.Get(context.Background(), "autox", metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	thief, seconds, now := "thief", int32(d/time.Second), metav1.NewMicroTime(time.Now())
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime, l.Spec.AcquireTime = &thief, &seconds, &now, &now
+	if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func alive(p *testenv.Process) bool {
+	_, err := p.Wait(time.Millisecond)
+	return err != nil
+}
+
+const leadingLine = "leading: this process writes"
+
+// TestOutageWithLeaderElection stops the API server for 40s under autox
+// running with the default leader election: longer than the Lease lasts.
+// autox loses its Lease, fences its writes and campaigns again in the same
+// process; it never exits, changes no release during the outage, leads again
+// when the server is back and applies what changed meanwhile, including a
+// config change made after the outage.
+func TestOutageWithLeaderElection(t *testing.T) {
+	const n = 5
+	e := newEnv(t)
+	for i := 0; i < n; i++ {
+		e.deployment(fmt.Sprintf("t%02d", i), version("1.0.0"))
+	}
+	proxy, err := cluster.NewProxy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	kubeconfig, err := cluster.ProxyKubeconfig(proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.writeConfig(manySpecs(n))
+	// The default lease timings (15s, 10s, 2s): the outage outlasts them.
+	p := e.run(cfg, append(e.leaderElection(false), "--kubeconfig", kubeconfig)...)
+	before := map[string]time.Time{}
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("t%02d-hello", i)
+		before[name] = e.waitRelease(name, "installed", deployedAt(1)).FirstDeployed
+	}
+
+	proxy.Pause()
+	// While autox cannot reach the server, a trigger loses its label and
+	// another gets a new version (through the direct connection).
+	e.relabel("t01", nil)
+	e.relabel("t02", version("2.0.0"))
+	testenv.Eventually(t, patience, "the Lease lost during the outage", func() (bool, error) {
+		return strings.Contains(p.Output(), "lost the leader Lease"), nil
+	})
+	time.Sleep(40 * time.Second) // the outage: far past the lease duration
+	if !alive(p) {
+		t.Fatalf("autox exited during the outage:\n%s", p.Output())
+	}
+	for name, fd := range before {
+		if r := e.release(name); r == nil || !r.FirstDeployed.Equal(fd) || r.Revision != 1 {
+			t.Fatalf("%s changed during the outage: %+v", name, r)
+		}
+	}
+	leadsBefore := strings.Count(p.Output(), leadingLine)
+	if err := proxy.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, patience, "leading again after the outage", func() (bool, error) {
+		return strings.Count(p.Output(), leadingLine) > leadsBefore, nil
+	})
+	// A config change made after the outage: t03 gets values.
+	e.writeConfig(strings.Replace(manySpecs(n), "values: {index: 3}", "values: {index: 3, after: outage}", 1))
+	e.waitRelease("t01-hello", "uninstalled after the outage", gone)
+	e.waitRelease("t02-hello", "upgraded after the outage", deployedAt(2))
+	e.waitRelease("t03-hello", "upgraded by the config change", func(r *helmops.Release) bool {
+		return r != nil && r.Revision == 2 && r.Values["after"] == "outage"
+	})
+	for _, name := range []string{"t00-hello", "t04-hello"} {
+		if r := e.release(name); r.Revision != 1 || !r.FirstDeployed.Equal(before[name]) {
+			t.Errorf("%s disturbed by the outage: %+v", name, r)
+		}
+	}
+	if code := p.Stop(patience); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+}
+
+const slowConfig = `
+namespaces: [{{.NS}}]
+specs:
+  web:
+    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
+    releaseSpecs:
+      slow: {chart: {path: {{.Charts}}/slow}}
+`
+
+// blockedInstall waits until p's install of the slow chart waits on its
+// hook Job, which never completes on a control plane without controllers.
+func blockedInstall(t *testing.T, p *testenv.Process) {
+	t.Helper()
+	testenv.Eventually(t, patience, "the install waiting on its hook", func() (bool, error) {
+		return strings.Contains(p.Output(), "Watching for changes to Job"), nil
+	})
+}
+
+// TestLostLeaseStopsWritingAtOnce takes the Lease from a leader whose Helm
+// install is blocked on a hook. Helm's install goroutine ignores
+// cancellation and, when its hook times out, writes the release record as
+// failed; that write must be refused, because the term that started it has
+// ended. The process stays up as a standby.
+func TestLostLeaseStopsWritingAtOnce(t *testing.T) {
+	e := newEnv(t)
+	e.deployment("web", version("1.0.0"))
+	p := e.run(e.writeConfig(slowConfig), append(e.leaderElection(true), "--helm-timeout", "10s")...)
+	metric := metricsOf(t, p)
+	blockedInstall(t, p)
+	if r := e.release("web-slow"); r == nil || r.Status != release.StatusPendingInstall {
+		t.Fatalf("the install is not pending: %+v", r)
+	}
+
+	e.stealLease(5 * time.Minute)
+	testenv.Eventually(t, patience, "the lost Lease noticed", func() (bool, error) {
+		return strings.Contains(p.Output(), "lost the leader Lease"), nil
+	})
+	// Helm's install goroutine records the failure (of its cancelled context,
+	// or of its hook at --helm-timeout): wait for that write to be refused,
+	// or to have changed the record.
+	var r *helmops.Release
+	testenv.Eventually(t, patience, "Helm's write of the failed install", func() (bool, error) {
+		r = e.release("web-slow")
+		return number(metric("autox_fenced_writes_total")) >= 1 || r == nil || r.Status != release.StatusPendingInstall, nil
+	})
+	if r == nil || r.Status != release.StatusPendingInstall || r.Revision != 1 {
+		t.Fatalf("the release record was written after the Lease was lost: %+v", r)
+	}
+	if metric("autox_leader") != "0" {
+		t.Errorf("autox_leader = %s while another process holds the Lease", metric("autox_leader"))
+	}
+	if !alive(p) {
+		t.Fatalf("autox exited after losing its Lease:\n%s", p.Output())
+	}
+	if code := p.Stop(patience); code != 0 {
+		t.Errorf("a standby's stop: exit code %d", code)
+	}
+}
+
+// TestRollingUpdateWaitsForLease starts a new process while the old one
+// leads (as a Deployment's rolling update does) and stops the old one while
+// its install is still running: the new one must not lead until the old one
+// has finished, fenced its writes and released the Lease.
+func TestRollingUpdateWaitsForLease(t *testing.T) {
+	e := newEnv(t)
+	e.deployment("web", version("1.0.0"))
+	cfg := e.writeConfig(slowConfig)
+	// The shutdown timeout (8s) is twice the lease duration (4s): a Lease not
+	// held through the old process's shutdown would pass to the new one.
+	old := e.run(cfg, append(e.leaderElection(true), "--helm-timeout", "1h", "--shutdown-timeout", "8s")...)
+	blockedInstall(t, old)
+	next := e.run(cfg, e.leaderElection(true)...)
+	testenv.Eventually(t, patience, "the new process standing by", func() (bool, error) {
+		return strings.Contains(next.Output(), "standing by: another process leads"), nil
+	})
+	base := httpBase(t, next)
+	testenv.Eventually(t, patience, "the standby ready", func() (bool, error) {
+		code, _ := httpGet(base + "/readyz")
+		return code == 200, nil
+	})
+
+	old.Signal(syscall.SIGTERM)
+	testenv.Eventually(t, patience, "the old process stopping", func() (bool, error) {
+		return strings.Contains(old.Output(), "stopping: no new reconcile starts"), nil
+	})
+	// Well past the lease duration, the old process is still finishing.
+	time.Sleep(6 * time.Second)
+	if strings.Contains(next.Output(), leadingLine) {
+		t.Fatalf("the new process led while the old one was still stopping:\n%s", next.Output())
+	}
+	if c, err := old.Wait(patience); err != nil || c != 0 {
+		t.Fatalf("the old process: exit %d, %v", c, err)
+	}
+	if !strings.Contains(old.Output(), "left the leader election: writes fenced, Lease released") {
+		t.Error("the old process did not report releasing its Lease")
+	}
+	testenv.Eventually(t, patience, "the new process leading", func() (bool, error) {
+		return strings.Contains(next.Output(), leadingLine), nil
+	})
+	next.Stop(patience)
+}
+
+// TestStandbyKeepsLastValidConfig: a standby watches and validates the
+// config file too. After v2 (a spec added, installed by the leader) and an
+// invalid v3, the leader is killed; the standby takes over with v2, so its
+// start-up cleanup leaves both specs' releases alone.
+func TestStandbyKeepsLastValidConfig(t *testing.T) {
+	e := newEnv(t)
+	e.deployment("web", version("1.0.0"))
+	e.deployment("db", version("1.0.0"))
+	k := testenv.NewKubeletDir(t, "config.yaml", e.render(oneSpec))
+	flags := append(e.leaderElection(true), "--config-debounce", "100ms")
+	a := e.run(k.Path(), flags...)
+	e.waitRelease("web-hello", "installed", deployedAt(1))
+	b := e.run(k.Path(), flags...)
+	leader, standby := a, b
+	testenv.Eventually(t, patience, "the standby standing by", func() (bool, error) {
+		return strings.Contains(b.Output(), "standing by: another process leads"), nil
+	})
+
+	k.Update(e.render(twoSpecs))
+	e.waitRelease("db-hello", "installed after v2", deployedAt(1))
+	testenv.Eventually(t, patience, "the standby saw v2", func() (bool, error) {
+		return strings.Contains(standby.Output(), "config kept for when this process leads"), nil
+	})
+	k.Update(e.render(twoSpecs) + "  broken: {trigger: {}}\n")
+	for _, p := range []*testenv.Process{leader, standby} {
+		testenv.Eventually(t, patience, "v3 rejected", func() (bool, error) {
+			return strings.Contains(p.Output(), "config reload: invalid config"), nil
+		})
+	}
+	web, db := e.release("web-hello"), e.release("db-hello")
+
+	leader.Kill()
+	testenv.Eventually(t, patience, "the standby leading", func() (bool, error) {
+		return strings.Contains(standby.Output(), leadingLine), nil
+	})
+	after := strings.Index(standby.Output(), leadingLine)
+	testenv.Eventually(t, patience, "a complete pass of the new leader", func() (bool, error) {
+		return strings.Contains(standby.Output()[after:], `"message":"pass complete"`), nil
+	})
+	for _, want := range []*helmops.Release{web, db} {
+		r := e.release(want.Name)
+		if r == nil || r.Revision != want.Revision || !r.FirstDeployed.Equal(want.FirstDeployed) {
+			t.Errorf("%s changed at the takeover: %+v", want.Name, r)
+		}
+	}
+	standby.Stop(patience)
+}
