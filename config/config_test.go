@@ -133,6 +133,43 @@ func TestInvalid(t *testing.T) {
 		{"unquoted y as an id", strings.Replace(base, "      x: {chart", "      y: {chart", 1),
 			[]string{"specs.a.releaseSpecs: the key true is read as a bool", "quote the key"}},
 		{"wrong type", "namespaces: default\nspecs: []\n", []string{"namespaces: must be a list", "specs: must be a map"}},
+
+		// A key with no value (YAML null) where a value is required: a file cut
+		// short looks like this, and "omitted" would mean "uninstall".
+		{"specs with no value", "namespaces: [default]\nspecs:\n",
+			[]string{"specs: has no value; write the specs as a map, or `specs: {}` for no releases"}},
+		{"specs null", "namespaces: [default]\nspecs: null\n", []string{"specs: has no value"}},
+		{"cut after specs, comment left", "namespaces: [default]\nspecs:\n# httpbin:\n", []string{"specs: has no value"}},
+		{"namespaces with no value", "namespaces:\nspecs: {}\n",
+			[]string{"namespaces: has no value; list the namespaces autox manages releases in"}},
+		{"empty namespaces item", "namespaces:\n  - default\n  -\nspecs: {}\n",
+			[]string{"namespaces[1]: has no value; write a namespace name"}},
+		{"spec with no value", "namespaces: [default]\nspecs:\n  web:\n",
+			[]string{"specs.web: has no value; write the spec as a map with `trigger` and `releaseSpecs`"}},
+		{"trigger with no value", strings.Replace(base, "trigger: {group: apps, version: v1, resource: deployments, name: a, namespace: default}", "trigger:", 1),
+			[]string{"specs.a.trigger: has no value; write the trigger object as a map"}},
+		{"releaseSpecs with no value", strings.Replace(base, "    releaseSpecs:\n      x: {chart: {path: charts/x}}\n", "    releaseSpecs:\n", 1),
+			[]string{"specs.a.releaseSpecs: has no value; write the release specs as a map"}},
+		{"release spec with no value", strings.Replace(base, "x: {chart: {path: charts/x}}", "x:", 1),
+			[]string{"specs.a.releaseSpecs.x: has no value; write the release spec as a map with at least `chart`"}},
+		{"chart with no value", strings.Replace(base, "{chart: {path: charts/x}}", "{chart: }", 1),
+			[]string{"specs.a.releaseSpecs.x.chart: has no value; write `path`"}},
+		{"trigger name with no value", strings.Replace(base, "name: a,", "name: ,", 1),
+			[]string{"specs.a.trigger.name: has no value; write the trigger object's name"}},
+		{"trigger version null", strings.Replace(base, "version: v1,", "version: ~,", 1),
+			[]string{"specs.a.trigger.version: has no value; write the API version"}},
+		{"trigger resource and namespace with no value", strings.Replace(strings.Replace(base, "resource: deployments,", "resource: ,", 1), "namespace: default}", "namespace: }", 1),
+			[]string{"specs.a.trigger.resource: has no value", "specs.a.trigger.namespace: has no value"}},
+		{"labels with no value", strings.Replace(base, "namespace: default}", "namespace: default, labels: }", 1),
+			[]string{"specs.a.trigger.labels: has no value; write a list of label keys, `labels: []` if the object's existence is enough, or omit the key for the default [app.kubernetes.io/version]"}},
+		{"empty label item", strings.Replace(base, "namespace: default}", "namespace: default, labels: [example.com/x, ~]}", 1),
+			[]string{"specs.a.trigger.labels[1]: has no value; write a label key"}},
+		{"chart version with no value", strings.Replace(base, "path: charts/x", "repo: https://c.example.com, name: x, version: ", 1),
+			[]string{"specs.a.releaseSpecs.x.chart.version: has no value; write the exact chart version"}},
+		{"chart name and path with no value", strings.Replace(base, "path: charts/x", "path: , name: ", 1),
+			[]string{"specs.a.releaseSpecs.x.chart.path: has no value", "specs.a.releaseSpecs.x.chart.name: has no value"}},
+		{"every missing value at once", "namespaces:\nspecs:\n  a:\n    trigger:\n    releaseSpecs:\n      x:\n  b:\n",
+			[]string{"namespaces: has no value", "specs.a.trigger: has no value", "specs.a.releaseSpecs.x: has no value", "specs.b: has no value"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -154,6 +191,25 @@ func TestInvalid(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNullMeansOmitted checks the keys where no value keeps the meaning of
+// an omitted key: free-form values, and optional strings that have a default.
+func TestNullMeansOmitted(t *testing.T) {
+	yaml := strings.Replace(strings.Replace(base, "group: apps,", "group: ,", 1),
+		"{chart: {path: charts/x}}", "{chart: {path: charts/x}, releaseName: , namespace: , onChange: , values: }", 1)
+	cfg, err := Parse([]byte(yaml), "/cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.Specs["a"]
+	if a.Trigger.Group != "" {
+		t.Errorf("group = %q, want the core group", a.Trigger.Group)
+	}
+	x := a.ReleaseSpecs["x"]
+	if x.ReleaseName != "a-x" || x.Namespace != "default" || x.OnChange != OnChangeUpgrade || len(x.Values) != 0 {
+		t.Errorf("null must mean omitted (defaults, no values), got %+v", x)
 	}
 }
 

@@ -116,7 +116,7 @@ func Parse(data []byte, dir string) (*Config, error) {
 	}
 	var problems []Problem
 	checkKeys(data, &problems)
-	checkShape(tree, reflect.TypeOf(Config{}), "", &problems)
+	checkShape(tree, reflect.TypeOf(Config{}), location{}, &problems)
 	if m, ok := tree.(map[string]interface{}); ok {
 		if _, has := m["specs"]; !has {
 			problems = append(problems, Problem{"specs", "required (use `specs: {}` for no releases)"})
@@ -170,7 +170,7 @@ func checkKeys(data []byte, problems *[]Problem) {
 			}
 		case []interface{}:
 			for i, child := range v {
-				walk(child, fmt.Sprintf("%s[%d]", path, i))
+				walk(child, index(path, i))
 			}
 		}
 	}
@@ -179,14 +179,62 @@ func checkKeys(data []byte, problems *[]Problem) {
 
 var rawMapType = reflect.TypeOf(map[string]interface{}{})
 
+// noValue lists the places where a key given with no value (YAML null) is an
+// error instead of "omitted", each with what to write instead. A file cut
+// short right after `specs:` reads as `specs: null`: taken for "no specs", it
+// would uninstall every release. Places are YAML paths with * for a map key
+// and [] for a list item. Elsewhere null means omitted: `values:` is no
+// values, and an optional string with a default (group, releaseName,
+// namespace, onChange) gets its default.
+var noValue = map[string]string{
+	"namespaces":                           "list the namespaces autox manages releases in, e.g. `namespaces: [default]`",
+	"namespaces[]":                         "write a namespace name, or remove the empty list item",
+	"specs":                                "write the specs as a map, or `specs: {}` for no releases",
+	"specs.*":                              "write the spec as a map with `trigger` and `releaseSpecs`, or remove it",
+	"specs.*.trigger":                      "write the trigger object as a map with `version`, `resource`, `name` and `namespace`",
+	"specs.*.trigger.version":              "write the API version, e.g. `version: v1`",
+	"specs.*.trigger.resource":             "write the plural resource name, e.g. `resource: deployments`",
+	"specs.*.trigger.name":                 "write the trigger object's name",
+	"specs.*.trigger.namespace":            "write the trigger object's namespace",
+	"specs.*.trigger.labels":               "write a list of label keys, `labels: []` if the object's existence is enough, or omit the key for the default [" + DefaultTriggerLabel + "]",
+	"specs.*.trigger.labels[]":             "write a label key, or remove the empty list item",
+	"specs.*.releaseSpecs":                 "write the release specs as a map from id to release spec",
+	"specs.*.releaseSpecs.*":               "write the release spec as a map with at least `chart`, or remove it",
+	"specs.*.releaseSpecs.*.chart":         "write `path` (a chart directory or .tgz relative to the config file), or `repo` with `name` and `version`",
+	"specs.*.releaseSpecs.*.chart.repo":    "write an http(s):// or oci:// URL, or remove the key and use `path`",
+	"specs.*.releaseSpecs.*.chart.name":    "write the chart's name in its repository",
+	"specs.*.releaseSpecs.*.chart.version": "write the exact chart version, quoted if it looks like a number (e.g. \"1.10\")",
+	"specs.*.releaseSpecs.*.chart.path":    "write a chart directory or .tgz relative to the config file, or remove the key and use `repo`",
+}
+
+// location is where checkShape stands in the tree: the YAML path that a
+// problem names, and the place in the schema that noValue is keyed by.
+type location struct {
+	path, place string
+}
+
+func (l location) field(name string) location {
+	return location{join(l.path, name), join(l.place, name)}
+}
+
+func (l location) key(k string) location {
+	return location{join(l.path, k), join(l.place, "*")}
+}
+
+func (l location) item(i int) location {
+	return location{index(l.path, i), l.place + "[]"}
+}
+
 // checkShape reports where the decoded YAML tree does not fit typ.
-func checkShape(node interface{}, typ reflect.Type, path string, problems *[]Problem) {
+func checkShape(node interface{}, typ reflect.Type, at location, problems *[]Problem) {
 	for typ.Kind() == reflect.Ptr {
 		typ = typ.Elem()
 	}
-	add := func(msg string) { *problems = append(*problems, Problem{path, msg}) }
+	add := func(msg string) { *problems = append(*problems, Problem{at.path, msg}) }
 	if node == nil {
-		// null: the field is treated as omitted; validation reports it if required.
+		if hint, required := noValue[at.place]; required {
+			add("has no value; " + hint)
+		}
 		return
 	}
 	if typ == rawMapType {
@@ -216,10 +264,10 @@ func checkShape(node interface{}, typ reflect.Type, path string, problems *[]Pro
 		for _, k := range sortedKeys(m) {
 			ft, ok := fields[k]
 			if !ok {
-				*problems = append(*problems, Problem{join(path, k), fmt.Sprintf("unknown field; known fields here: %s", strings.Join(names, ", "))})
+				*problems = append(*problems, Problem{join(at.path, k), fmt.Sprintf("unknown field; known fields here: %s", strings.Join(names, ", "))})
 				continue
 			}
-			checkShape(m[k], ft, join(path, k), problems)
+			checkShape(m[k], ft, at.field(k), problems)
 		}
 	case reflect.Map:
 		m, ok := node.(map[string]interface{})
@@ -228,7 +276,7 @@ func checkShape(node interface{}, typ reflect.Type, path string, problems *[]Pro
 			return
 		}
 		for _, k := range sortedKeys(m) {
-			checkShape(m[k], typ.Elem(), join(path, k), problems)
+			checkShape(m[k], typ.Elem(), at.key(k), problems)
 		}
 	case reflect.Slice:
 		l, ok := node.([]interface{})
@@ -237,7 +285,7 @@ func checkShape(node interface{}, typ reflect.Type, path string, problems *[]Pro
 			return
 		}
 		for i, v := range l {
-			checkShape(v, typ.Elem(), fmt.Sprintf("%s[%d]", path, i), problems)
+			checkShape(v, typ.Elem(), at.item(i), problems)
 		}
 	case reflect.String:
 		switch v := node.(type) {
@@ -274,6 +322,10 @@ func join(path, key string) string {
 		return key
 	}
 	return path + "." + key
+}
+
+func index(path string, i int) string {
+	return fmt.Sprintf("%s[%d]", path, i)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -15,23 +16,36 @@ import (
 	"github.com/autox-dev/autox/config"
 )
 
-// Outcome is what one reload check did.
+// Outcome is what one reload check did. The outcomes are precise so that
+// metrics can be: only Applied means a config was loaded (the time of the
+// last successful reload), only Rejected is a failed reload to count, and
+// both Rejected and StillRejected mean the file is not the config in force.
 type Outcome string
 
 const (
-	// Unchanged: the content is the one last applied; nothing to do.
+	// Unchanged: the file holds the config in force; nothing was loaded. It
+	// is also the outcome when a rejected edit is reverted.
 	Unchanged Outcome = "unchanged"
-	// Applied: a new valid config was put in force.
+	// Applied: a new valid config was loaded and passed to apply.
 	Applied Outcome = "applied"
 	// Rejected: the file is missing, unreadable, still changing, empty or
-	// invalid; the last valid config stays in force.
+	// invalid, and this content (or read error) is not the one last rejected;
+	// logged at error level. The last valid config stays in force.
 	Rejected Outcome = "rejected"
+	// StillRejected: the file still holds the content last rejected (or fails
+	// to read with the same error), and held nothing valid in between; it was
+	// neither parsed nor logged at error level again. The last valid config
+	// stays in force.
+	StillRejected Outcome = "still-rejected"
+	// Canceled: ctx ended during the check; nothing was judged.
+	Canceled Outcome = "canceled"
 )
 
 // Reloader applies the config file when its content changed and is valid.
 type Reloader struct {
 	path  string
 	apply func(context.Context, *config.Config)
+	parse func(path string, data []byte) (*config.Config, error)
 	// settle is the pause between the two reads that must agree before a
 	// content is trusted, so a file caught mid-write is not taken for whole.
 	settle time.Duration
@@ -39,8 +53,15 @@ type Reloader struct {
 	// OnOutcome, if set, is told every outcome (for metrics).
 	OnOutcome func(Outcome)
 
+	current atomic.Pointer[config.Config]
+
 	mu          sync.Mutex
 	lastApplied [sha256.Size]byte
+	// lastRejected identifies what the previous check rejected: the content's
+	// sha256, or the read error; "" when it found the config in force. A bad
+	// commit stays in the file until someone fixes it, and periodic checks
+	// must not report it anew every time.
+	lastRejected string
 }
 
 // NewReloader loads the config file for the first time. It returns the
@@ -50,11 +71,21 @@ func NewReloader(path string, apply func(context.Context, *config.Config), log z
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot read config file: %w", err)
 	}
-	cfg, err := config.ParseFile(path, data)
+	r := &Reloader{path: path, apply: apply, parse: config.ParseFile, settle: 50 * time.Millisecond, log: log, lastApplied: sha256.Sum256(data)}
+	cfg, err := r.parse(path, data)
 	if err != nil {
 		return nil, nil, err
 	}
-	return &Reloader{path: path, apply: apply, settle: 50 * time.Millisecond, log: log, lastApplied: sha256.Sum256(data)}, cfg, nil
+	r.current.Store(cfg)
+	return r, cfg, nil
+}
+
+// Current returns the newest valid config the Reloader has seen: the one
+// NewReloader loaded, or the last one passed to apply (it is set just before
+// apply is called). It never waits for a running check, so a replica that
+// becomes leader can ask for the config to act on at any time.
+func (r *Reloader) Current() *config.Config {
+	return r.current.Load()
 }
 
 // Check reads the file and applies it if it is new and valid. It is safe to
@@ -70,33 +101,62 @@ func (r *Reloader) Check(ctx context.Context) Outcome {
 }
 
 func (r *Reloader) check(ctx context.Context) Outcome {
-	data, err := r.readStable(ctx)
-	if err != nil {
-		r.log.Error().Err(err).Str("config", r.path).Str("outcome", string(Rejected)).
-			Msg("config reload: cannot read the file; the last valid config stays in force")
-		return Rejected
+	data, readErr := r.readStable(ctx)
+	if readErr != nil && ctx.Err() != nil {
+		return Canceled
 	}
 	sum := sha256.Sum256(data)
-	if sum == r.lastApplied {
+	if readErr == nil && sum == r.lastApplied {
+		if r.lastRejected != "" {
+			r.log.Info().Str("config", r.path).Str("outcome", string(Unchanged)).
+				Msg("config reload: the file holds the config in force again")
+		}
+		r.lastRejected = ""
 		return Unchanged
 	}
-	cfg, err := config.ParseFile(r.path, data)
+	found := fingerprint(sum, readErr)
+	if found == r.lastRejected {
+		r.log.Debug().Str("config", r.path).Str("outcome", string(StillRejected)).
+			Msg("config reload: the file still holds what was rejected; the last valid config stays in force")
+		return StillRejected
+	}
+	if readErr != nil {
+		return r.reject(found, r.log.Error().Err(readErr), "config reload: cannot read the file; the last valid config stays in force")
+	}
+	cfg, err := r.parse(r.path, data)
 	if err != nil {
-		ev := r.log.Error().Str("config", r.path).Str("outcome", string(Rejected))
+		ev := r.log.Error()
 		var cerr *config.Error
 		if errors.As(err, &cerr) {
 			ev = ev.Strs("problems", cerr.Lines())
 		} else {
 			ev = ev.Err(err)
 		}
-		ev.Msg("config reload: invalid config; the last valid config stays in force")
-		return Rejected
+		return r.reject(found, ev, "config reload: invalid config; the last valid config stays in force")
 	}
-	r.apply(ctx, cfg)
+	r.current.Store(cfg)
 	r.lastApplied = sum
+	r.lastRejected = ""
+	r.apply(ctx, cfg)
 	r.log.Info().Str("config", r.path).Str("outcome", string(Applied)).Int("specs", len(cfg.Specs)).
 		Str("sha256", fmt.Sprintf("%x", sum[:8])).Msg("config reload: new config applied")
 	return Applied
+}
+
+// fingerprint names what a check found, so that the next check recognises
+// the same rejection: the read error, or else the content's sha256.
+func fingerprint(sum [sha256.Size]byte, readErr error) string {
+	if readErr != nil {
+		return "read error: " + readErr.Error()
+	}
+	return fmt.Sprintf("sha256:%x", sum)
+}
+
+// reject remembers what was rejected and logs ev with msg.
+func (r *Reloader) reject(found string, ev *zerolog.Event, msg string) Outcome {
+	r.lastRejected = found
+	ev.Str("config", r.path).Str("outcome", string(Rejected)).Msg(msg)
+	return Rejected
 }
 
 // readStable reads the file twice, settle apart, and returns the content only

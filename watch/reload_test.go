@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -27,36 +28,74 @@ const goodB = goodA + `  b:
       x: {chart: {path: charts/x}}
 `
 
+const badA = "namespaces: [default]\nspecs: {a: {trigger: {}}}\n"
+
 func TestReloader(t *testing.T) {
 	k := testenv.NewKubeletDir(t, "config.yaml", goodA)
 	path := k.Path()
 	var applied []*config.Config
-	r, cfg, err := NewReloader(path, func(_ context.Context, c *config.Config) { applied = append(applied, c) }, zerolog.Nop())
+	logs := &logCounter{}
+	r, cfg, err := NewReloader(path, func(_ context.Context, c *config.Config) { applied = append(applied, c) }, logs.logger())
 	if err != nil || len(cfg.Specs) != 1 {
 		t.Fatalf("NewReloader: %v %v", cfg, err)
+	}
+	parses := 0
+	parse := r.parse
+	r.parse = func(path string, data []byte) (*config.Config, error) {
+		parses++
+		return parse(path, data)
 	}
 	ctx := context.Background()
 	var outcomes []Outcome
 	r.OnOutcome = func(o Outcome) { outcomes = append(outcomes, o) }
 
+	// Another goroutine asks for the config in force all along, as a standby
+	// that becomes leader would; the race detector watches.
+	stop := make(chan struct{})
+	reader := make(chan struct{})
+	go func() {
+		defer close(reader)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				if r.Current() == nil {
+					t.Error("Current() = nil")
+					return
+				}
+				runtime.Gosched()
+			}
+		}
+	}()
+	defer func() { close(stop); <-reader }()
+
+	// Each step's numbers count from the start: configs applied, parses,
+	// error-level log lines.
 	steps := []struct {
-		name    string
-		change  func()
-		want    Outcome
-		applied int
+		name            string
+		change          func()
+		want            Outcome
+		applied, parsed int
+		errorLogs       int
 	}{
-		{"nothing changed", func() {}, Unchanged, 0},
-		{"good edit", func() { k.Update(goodB) }, Applied, 1},
-		{"same content again", func() { k.Update(goodB) }, Unchanged, 1},
-		{"invalid edit", func() { k.Update("namespaces: [default]\nspecs: {a: {trigger: {}}}\n") }, Rejected, 1},
-		{"half-written file", func() { k.Update(goodB[:len(goodB)/2]) }, Rejected, 1},
-		{"empty file", func() { k.Update("") }, Rejected, 1},
-		{"fixed: back to the applied content", func() { k.Update(goodB) }, Unchanged, 1},
-		{"deleted file", func() { must(t, os.Remove(path)) }, Rejected, 1},
+		{"nothing changed", func() {}, Unchanged, 0, 0, 0},
+		{"good edit", func() { k.Update(goodB) }, Applied, 1, 1, 0},
+		{"same content again", func() { k.Update(goodB) }, Unchanged, 1, 1, 0},
+		{"invalid edit", func() { k.Update(badA) }, Rejected, 1, 2, 1},
+		{"the next periodic check", func() {}, StillRejected, 1, 2, 1},
+		{"the same invalid content written again", func() { k.Update(badA) }, StillRejected, 1, 2, 1},
+		{"half-written file", func() { k.Update(goodB[:len(goodB)/2]) }, Rejected, 1, 3, 2},
+		{"empty file", func() { k.Update("") }, Rejected, 1, 4, 3},
+		{"fixed: back to the applied content", func() { k.Update(goodB) }, Unchanged, 1, 4, 3},
+		{"the last rejected content again, after the fix", func() { k.Update("") }, Rejected, 1, 5, 4},
+		{"fixed again", func() { k.Update(goodB) }, Unchanged, 1, 5, 4},
+		{"deleted file", func() { must(t, os.Remove(path)) }, Rejected, 1, 5, 5},
+		{"still deleted", func() {}, StillRejected, 1, 5, 5},
 		{"recreated with a new good config", func() {
 			must(t, os.Symlink(filepath.Join("..data", "config.yaml"), path))
 			k.Update(goodA)
-		}, Applied, 2},
+		}, Applied, 2, 6, 5},
 	}
 	for _, s := range steps {
 		s.change()
@@ -66,12 +105,46 @@ func TestReloader(t *testing.T) {
 		if len(applied) != s.applied {
 			t.Errorf("%s: %d configs applied, want %d", s.name, len(applied), s.applied)
 		}
+		if parses != s.parsed {
+			t.Errorf("%s: the file was parsed %d times so far, want %d", s.name, parses, s.parsed)
+		}
+		if n := logs.count(zerolog.ErrorLevel); n != s.errorLogs {
+			t.Errorf("%s: %d error lines logged so far, want %d", s.name, n, s.errorLogs)
+		}
+		want := cfg
+		if len(applied) > 0 {
+			want = applied[len(applied)-1]
+		}
+		if r.Current() != want {
+			t.Errorf("%s: Current() is not the config in force", s.name)
+		}
 	}
 	if len(applied) == 2 && (len(applied[0].Specs) != 2 || len(applied[1].Specs) != 1) {
 		t.Errorf("applied the wrong configs: %d then %d specs", len(applied[0].Specs), len(applied[1].Specs))
 	}
 	if len(outcomes) != len(steps) {
 		t.Errorf("OnOutcome called %d times, want %d", len(outcomes), len(steps))
+	}
+}
+
+// TestReloaderCanceled: a check cut short by its context judges nothing, so
+// a stop is not reported as a bad config and the next check starts afresh.
+func TestReloaderCanceled(t *testing.T) {
+	k := testenv.NewKubeletDir(t, "config.yaml", goodA)
+	logs := &logCounter{}
+	r, _, err := NewReloader(k.Path(), func(context.Context, *config.Config) {}, logs.logger())
+	must(t, err)
+	k.Update(badA)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if got := r.Check(ctx); got != Canceled {
+		t.Errorf("outcome %s, want %s", got, Canceled)
+	}
+	if n := logs.count(zerolog.ErrorLevel); n != 0 {
+		t.Errorf("%d error lines logged for a canceled check", n)
+	}
+	if got := r.Check(context.Background()); got != Rejected {
+		t.Errorf("after a canceled check, outcome %s, want %s", got, Rejected)
 	}
 }
 
