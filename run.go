@@ -152,10 +152,15 @@ func run(cmd *cobra.Command, f *runFlags) error {
 			m.ConfigReloads.WithLabelValues(metrics.Success).Inc()
 			m.ConfigLoaded(true, time.Now())
 		case watch.Unchanged:
-			m.ConfigLoaded(true, time.Now())
+			// Back to the config in force (a bad edit reverted): nothing was
+			// loaded, so the success timestamp stays.
+			m.ConfigReloadOK.Set(1)
 		case watch.Rejected:
 			m.ConfigReloads.WithLabelValues(metrics.Error).Inc()
 			m.ConfigLoaded(false, time.Now())
+		case watch.StillRejected:
+			// The same rejected content again: counted and logged once.
+			m.ConfigReloadOK.Set(0)
 		}
 	}
 	charts, err := helmops.NewChartCache(helmops.ChartCacheOptions{
@@ -167,7 +172,7 @@ func run(cmd *cobra.Command, f *runFlags) error {
 	}
 	w, err := watch.New(watch.Options{
 		Path: f.config, Debounce: f.configDebounce, CheckInterval: f.configCheckInterval,
-		OnChange: func() { reloader.Check(ctx) }, Log: log,
+		OnChange: func() { reloader.Check(ctx) }, OnWatchError: func(error) { m.ConfigWatchErrors.Inc() }, Log: log,
 	})
 	if err != nil {
 		return &exitError{1, err}
@@ -205,13 +210,16 @@ func run(cmd *cobra.Command, f *runFlags) error {
 
 	log.Info().Str("config", f.config).Int("specs", len(cfg.Specs)).Strs("namespaces", cfg.Namespaces).
 		Str("version", version).Msg("autox starting")
-	watchDone := make(chan error, 1)
-	go func() { watchDone <- w.Watch(ctx) }()
+	// Watch returns only when ctx ends: without fsnotify it goes on with
+	// the periodic check alone.
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		_ = w.Watch(ctx)
+	}()
 	defer func() {
 		stop()
-		if err := <-watchDone; err != nil {
-			log.Error().Err(err).Msg("config watcher failed")
-		}
+		<-watchDone
 	}()
 
 	// lead runs one leadership term: everything it builds writes through

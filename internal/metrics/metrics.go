@@ -27,6 +27,7 @@ type Metrics struct {
 	ConfigReloadOK      prometheus.Gauge
 	ConfigReloadSuccess prometheus.Gauge
 	ConfigReloads       *prometheus.CounterVec
+	ConfigWatchErrors   prometheus.Counter
 	LastPass            prometheus.Gauge
 	Leader              prometheus.Gauge
 	FencedWrites        prometheus.Counter
@@ -60,6 +61,9 @@ func New(queueDepth func() int, apiRequests func() float64) *Metrics {
 		ConfigReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "autox_config_reloads_total", Help: "Config file loads after a change, by result.",
 		}, []string{"result"}),
+		ConfigWatchErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "autox_config_watch_errors_total", Help: "Failures of the config file watch (fsnotify); the periodic check goes on without it.",
+		}),
 		LastPass: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "autox_last_pass_timestamp_seconds", Help: "Unix time when the last pass over every spec completed.",
 		}),
@@ -77,7 +81,7 @@ func New(queueDepth func() int, apiRequests func() float64) *Metrics {
 		Name: "autox_kube_api_requests_total", Help: "Requests made to the Kubernetes API server, Helm's included.",
 	}, apiRequests)
 	m.Registry.MustRegister(requests, m.ReconcileTotal, m.ReconcileDuration, m.HelmOperations, m.Releases,
-		m.ConfigReloadOK, m.ConfigReloadSuccess, m.ConfigReloads, m.LastPass, m.Leader, m.FencedWrites, depth,
+		m.ConfigReloadOK, m.ConfigReloadSuccess, m.ConfigReloads, m.ConfigWatchErrors, m.LastPass, m.Leader, m.FencedWrites, depth,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{Success, Error} {
 		m.ConfigReloads.WithLabelValues(r)
