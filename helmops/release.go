@@ -40,8 +40,10 @@ type Release struct {
 	Updated time.Time
 	// Modified is when the latest revision's storage record was last written,
 	// which is what the age of a pending or uninstalling release is measured
-	// from (see recordWritten). A zero Modified means unknown, not infinitely
-	// old: a caller must then treat the release as locked.
+	// from: never LastDeployed, which an uninstall in progress leaves as it
+	// was. See Manager.modified for where it is read from. A zero Modified
+	// means unknown, not infinitely old: a caller must then treat the release
+	// as locked.
 	Modified      time.Time
 	FirstDeployed time.Time
 	// DeployedBefore is true when an earlier revision reached deployed.
@@ -77,12 +79,10 @@ const (
 )
 
 // recordWritten returns when a release record was last written according to
-// the driver's labels. It takes the later of modifiedAt and createdAt rather
-// than modifiedAt first: Helm's upgrade copies the previous record's labels,
-// modifiedAt included, into the new record it creates, so a pending-upgrade
-// record just created carries an older modifiedAt than its own createdAt.
-// Each operation sets its own label to the current time, so the later one is
-// the last write.
+// the driver's labels: the later of modifiedAt and createdAt, not modifiedAt
+// first, because Helm's upgrade copies the previous record's labels,
+// modifiedAt included, into the record it creates, so a pending-upgrade
+// record carries an older modifiedAt than its own createdAt.
 func recordWritten(labels map[string]string) (time.Time, bool) {
 	var latest int64
 	for _, k := range []string{recordModifiedAt, recordCreatedAt} {
@@ -149,28 +149,66 @@ func (m *Manager) releases(ctx context.Context, namespace string, recs []*releas
 		if !keep(r) {
 			continue
 		}
-		if r.Modified.IsZero() {
-			r.Modified = m.recordCreated(ctx, namespace, r.Name, r.Revision)
-		}
+		r.Modified = m.modified(ctx, r)
 		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
-// recordCreated returns the creationTimestamp of a release record, for a
-// record whose driver labels are gone (stripped by hand or by a tool): the
-// record was at least written then. One metadata GET, only in that case;
-// zero when even that cannot be read, which callers take as locked.
-func (m *Manager) recordCreated(ctx context.Context, namespace, name string, revision int) time.Time {
-	key := fmt.Sprintf("%s.%s.v%d", storage.HelmStorageType, name, revision)
-	obj, err := m.meta.Resource(recordResource(m.opts.StorageDriver)).Namespace(namespace).Get(ctx, key, metav1.GetOptions{})
+// ageMatters reports whether callers judge a release of that status by its
+// age (the unlock of DESIGN §5), which is when Modified must be right.
+func ageMatters(s release.Status) bool {
+	return s.IsPending() || s == release.StatusUninstalling
+}
+
+// modified returns when r's latest record was last written. The driver's
+// labels (summarise) are right for a pending record just created, but not
+// after an update: Helm's driver sets modifiedAt and then copies the labels of
+// the release it was handed over it, and Helm hands it a release read back
+// with the previous labels, so an uninstalling record keeps the modifiedAt of
+// an older write. So for a release whose age matters, and for one without
+// the labels, one metadata GET of the record adds what the API server
+// recorded: its creationTimestamp and the times of its managedFields, which
+// move on every write. The latest of all is taken; a GET that fails leaves
+// the age unknown (zero), never the possibly stale labels.
+func (m *Manager) modified(ctx context.Context, r *Release) time.Time {
+	if !r.Modified.IsZero() && !ageMatters(r.Status) {
+		return r.Modified
+	}
+	written, err := m.recordWrittenByServer(ctx, r.Namespace, r.Name, r.Revision)
 	if err != nil {
-		m.opts.Log.Warn().Err(err).Str("release", name).Str("namespace", namespace).Int("revision", revision).
+		m.opts.Log.Warn().Err(err).Str("release", r.Name).Str("namespace", r.Namespace).Int("revision", r.Revision).
 			Msg("cannot read when the release record was written; its age is unknown")
 		return time.Time{}
 	}
-	return obj.CreationTimestamp.Time
+	if written.After(r.Modified) {
+		return written
+	}
+	return r.Modified
+}
+
+// recordWrittenByServer returns the latest time the API server recorded for
+// a write of one release record.
+func (m *Manager) recordWrittenByServer(ctx context.Context, namespace, name string, revision int) (time.Time, error) {
+	key := fmt.Sprintf("%s.%s.v%d", storage.HelmStorageType, name, revision)
+	obj, err := m.meta.Resource(recordResource(m.opts.StorageDriver)).Namespace(namespace).Get(ctx, key, metav1.GetOptions{})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("cannot read release record %s: %w", key, err)
+	}
+	return lastWrite(obj.ObjectMeta), nil
+}
+
+// lastWrite is the latest of an object's creationTimestamp and the times of
+// its managedFields entries.
+func lastWrite(meta metav1.ObjectMeta) time.Time {
+	latest := meta.CreationTimestamp.Time
+	for _, f := range meta.ManagedFields {
+		if f.Time != nil && f.Time.After(latest) {
+			latest = f.Time.Time
+		}
+	}
+	return latest
 }
 
 // query returns one Release per release name among the records of namespace
