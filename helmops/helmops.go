@@ -20,10 +20,13 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/cli-runtime/pkg/resource"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -294,10 +297,10 @@ const skipClientValidation = true
 
 // newInstall returns Helm's install action for d, shared by Install and the
 // dry run of Reinstall so that what is validated is what is installed.
-func (m *Manager) newInstall(d Desired) (*action.Install, error) {
+func (m *Manager) newInstall(d Desired) (*action.Install, *action.Configuration, error) {
 	cfg, err := m.actionConfig(d.Namespace, d.Redact)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	in := action.NewInstall(cfg)
 	in.ReleaseName = d.Name
@@ -305,12 +308,12 @@ func (m *Manager) newInstall(d Desired) (*action.Install, error) {
 	in.Labels = m.labels(d, 1)
 	in.Timeout = m.opts.Timeout
 	in.DisableOpenAPIValidation = skipClientValidation
-	return in, nil
+	return in, cfg, nil
 }
 
 // Install installs a new release and returns its revision.
 func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
-	in, err := m.newInstall(d)
+	in, _, err := m.newInstall(d)
 	if err != nil {
 		return 0, err
 	}
@@ -366,10 +369,10 @@ func (m *Manager) Uninstall(ctx context.Context, namespace, name string, hide *r
 
 // Reinstall replaces a release by uninstalling it and installing it anew
 // (onChange: reinstall, and a release that never reached deployed) and
-// returns the new revision (1). It first renders and validates the new
-// release with Helm's install dry run, which writes nothing, does not refuse
-// the taken name and builds the manifest against the cluster's REST mapping:
-// a release that cannot be replaced is never removed (DESIGN §3).
+// returns the new revision (1). A release that cannot be replaced is never
+// removed (DESIGN §3): the new release is first rendered and validated
+// without writing anything (dryRunInstall), and only then is the old one
+// uninstalled.
 func (m *Manager) Reinstall(ctx context.Context, d Desired) (int, error) {
 	if err := m.dryRunInstall(ctx, d); err != nil {
 		return 0, fmt.Errorf("cannot reinstall release %s/%s: the new release does not render or validate; the running release is kept: %w", d.Namespace, d.Name, err)
@@ -380,24 +383,69 @@ func (m *Manager) Reinstall(ctx context.Context, d Desired) (int, error) {
 	return m.Install(ctx, d)
 }
 
-// dryRunInstall runs Helm's install of d as a server dry run: templates see
-// the cluster through lookup as in the real install, objects are built
-// against the cluster's API list, and existing objects owned by another
-// release are refused; no record and no object is written. What only the
-// API server checks when objects are created (field values, admission) is
-// not covered.
+// dryRunInstall checks that d would install, writing nothing. Helm's install
+// dry run (server mode, so that templates' lookup sees the cluster as in the
+// real install) renders the chart and checks the values schema, does not
+// refuse the name the running release holds, builds the objects against the
+// cluster's REST mapping (an unknown kind fails), refuses objects another
+// release owns, and writes no record. It does not ask the API server about
+// the objects, which then refuses a bad field value only after the old
+// release is gone; so every object, and every install hook, is also sent as a
+// server-side dry-run create. An object of the running release answers
+// AlreadyExists, which the API server checks only after validating it.
 func (m *Manager) dryRunInstall(ctx context.Context, d Desired) error {
-	in, err := m.newInstall(d)
+	in, cfg, err := m.newInstall(d)
 	if err != nil {
 		return err
 	}
 	in.DryRun = true
 	in.DryRunOption = "server"
-	if _, err := in.RunWithContext(ctx, d.Chart, d.Values); err != nil {
+	rel, err := in.RunWithContext(ctx, d.Chart, d.Values)
+	if err == nil {
+		err = dryRunCreate(ctx, cfg.KubeClient, installManifest(rel))
+	}
+	if err != nil {
 		m.forgetCapabilities()
 		return d.Redact.Error(err)
 	}
 	return nil
+}
+
+// installManifest is what an install of rel creates: its manifest and its
+// install hooks (not, e.g., its test hooks, which only `helm test` creates).
+func installManifest(rel *release.Release) string {
+	var b strings.Builder
+	b.WriteString(rel.Manifest)
+	for _, h := range rel.Hooks {
+		for _, e := range h.Events {
+			if e == release.HookPreInstall || e == release.HookPostInstall {
+				b.WriteString("\n---\n")
+				b.WriteString(h.Manifest)
+				break
+			}
+		}
+	}
+	return b.String()
+}
+
+// dryRunCreate sends each object of manifest to the API server as a dry-run
+// create and returns every refusal but AlreadyExists.
+func dryRunCreate(ctx context.Context, kc kube.Interface, manifest string) error {
+	objects, err := kc.Build(strings.NewReader(manifest), false)
+	if err != nil {
+		return fmt.Errorf("cannot build the release's objects: %w", err)
+	}
+	var errs []error
+	for _, info := range objects {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		_, err := resource.NewHelper(info.Client, info.Mapping).DryRun(true).Create(info.Namespace, true, info.Object)
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			errs = append(errs, fmt.Errorf("the API server refuses %s: %w", info.ObjectName(), err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Rollback rolls a release back to revision toRevision. Helm copies that
