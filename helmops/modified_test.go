@@ -71,6 +71,8 @@ func TestLastWrite(t *testing.T) {
 type recordRequests struct {
 	next   http.RoundTripper
 	refuse func(*http.Request) bool
+	// why is added to the refusal's message.
+	why string
 
 	mu   sync.Mutex
 	gets int
@@ -84,7 +86,7 @@ func (rr *recordRequests) RoundTrip(req *http.Request) (*http.Response, error) {
 		rr.mu.Unlock()
 	}
 	if isRecord && rr.refuse != nil && rr.refuse(req) {
-		return nil, fmt.Errorf("test refuses %s %s", req.Method, req.URL.Path)
+		return nil, fmt.Errorf("test refuses %s %s%s", req.Method, req.URL.Path, rr.why)
 	}
 	return rr.next.RoundTrip(req)
 }
