@@ -23,6 +23,7 @@ import (
 	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -224,8 +225,30 @@ func (m *Manager) debugLog(namespace string, hide *redact.Redactor) action.Debug
 		if !ev.Enabled() {
 			return // neither format nor redact a line nobody reads
 		}
-		ev.Msg(hide.String(fmt.Sprintf(format, v...)))
+		ev.Msg(hide.String(fmt.Sprintf(format, withoutRecords(v)...)))
 	}
+}
+
+// withoutRecords replaces storage record objects among log arguments by their
+// names: the drivers log a record they cannot decode whole, and its data is
+// the encoded release, values included.
+func withoutRecords(args []interface{}) []interface{} {
+	out := make([]interface{}, len(args))
+	for i, a := range args {
+		switch o := a.(type) {
+		case corev1.Secret:
+			out[i] = "Secret " + o.Name
+		case *corev1.Secret:
+			out[i] = "Secret " + o.Name
+		case corev1.ConfigMap:
+			out[i] = "ConfigMap " + o.Name
+		case *corev1.ConfigMap:
+			out[i] = "ConfigMap " + o.Name
+		default:
+			out[i] = a
+		}
+	}
+	return out
 }
 
 // SpecReleases returns this instance's releases of one spec in the given

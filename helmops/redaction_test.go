@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/autox-dev/autox/internal/redact"
 )
@@ -138,5 +140,32 @@ func TestUninstallAndRollbackHideValues(t *testing.T) {
 				t.Errorf("error = %v; want it to start %q and keep the cause without the value", err, tc.says)
 			}
 		})
+	}
+}
+
+// TestDebugLogHidesRecords: the drivers log a record they cannot decode with
+// the whole object; its data (the encoded release, values included) must not
+// reach the log, and redacted values must not either.
+func TestDebugLogHidesRecords(t *testing.T) {
+	var logs logBuffer
+	m := &Manager{opts: Options{Log: zerolog.New(&logs).Level(zerolog.DebugLevel)}}
+	rec := corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.r.v1"}, Data: map[string][]byte{"release": []byte("H4sIencoded")}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.c.v1"}, Data: map[string]string{"release": "H4sIencoded"}}
+	log := m.debugLog("ns", redact.New(map[string]interface{}{"v": secret}))
+	log("list: failed to decode release: %v: %s", rec, "bad gzip")
+	log("list: failed to decode release: %v: %s", cm, "bad gzip")
+	log("value %q refused", secret)
+	got := logs.String()
+	if strings.Contains(got, "H4sI") || strings.Contains(got, secret) ||
+		!strings.Contains(got, "Secret sh.helm.release.v1.r.v1: bad gzip") || !strings.Contains(got, "ConfigMap sh.helm.release.v1.c.v1") ||
+		!strings.Contains(got, `value \"***\" refused`) {
+		t.Errorf("debug log:\n%s", got)
+	}
+
+	logs.Reset()
+	m.opts.Log = zerolog.New(&logs).Level(zerolog.InfoLevel)
+	m.debugLog("ns", nil)("not %s", "shown")
+	if logs.String() != "" {
+		t.Errorf("debug lines at info level: %q", logs.String())
 	}
 }
