@@ -32,15 +32,15 @@ func TestRecordWritten(t *testing.T) {
 		{"garbage only", map[string]string{"createdAt": "-5", "modifiedAt": ""}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := recordWritten(tc.labels)
+			got := recordWritten(tc.labels)
 			if tc.want == 0 {
-				if ok || !got.IsZero() {
-					t.Errorf("recordWritten = %v, %v; want unknown", got, ok)
+				if !got.IsZero() {
+					t.Errorf("recordWritten = %v; want zero (unknown)", got)
 				}
 				return
 			}
-			if !ok || got.Unix() != tc.want {
-				t.Errorf("recordWritten = %v, %v; want %d", got, ok, tc.want)
+			if got.Unix() != tc.want {
+				t.Errorf("recordWritten = %v; want %d", got, tc.want)
 			}
 		})
 	}

@@ -82,8 +82,9 @@ const (
 // the driver's labels: the later of modifiedAt and createdAt, not modifiedAt
 // first, because Helm's upgrade copies the previous record's labels,
 // modifiedAt included, into the record it creates, so a pending-upgrade
-// record carries an older modifiedAt than its own createdAt.
-func recordWritten(labels map[string]string) (time.Time, bool) {
+// record carries an older modifiedAt than its own createdAt. Zero when
+// neither label holds a time.
+func recordWritten(labels map[string]string) time.Time {
 	var latest int64
 	for _, k := range []string{recordModifiedAt, recordCreatedAt} {
 		if s, err := strconv.ParseInt(labels[k], 10, 64); err == nil && s > latest {
@@ -91,9 +92,9 @@ func recordWritten(labels map[string]string) (time.Time, bool) {
 		}
 	}
 	if latest == 0 {
-		return time.Time{}, false
+		return time.Time{}
 	}
-	return time.Unix(latest, 0), true
+	return time.Unix(latest, 0)
 }
 
 // summarise turns the revisions of one release name into a Release. The
@@ -111,7 +112,7 @@ func summarise(revs []*release.Release) *Release {
 		Revision:    last.Version,
 		Values:      last.Config,
 	}
-	r.Modified, _ = recordWritten(last.Labels)
+	r.Modified = recordWritten(last.Labels)
 	if last.Info != nil {
 		r.Status = last.Info.Status
 		r.Updated = last.Info.LastDeployed.Time
