@@ -74,6 +74,18 @@ func TestReinstallKeepsWhatItCannotReplace(t *testing.T) {
 		})
 	}
 
+	// The same chart, with values that make it fail to render.
+	if _, err := m.Install(ctx, desired(t, ns, "b", "charts/broken", map[string]interface{}{"needed": "present"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Reinstall(ctx, desired(t, ns, "b", "charts/broken", map[string]interface{}{"other": "x"})); err == nil ||
+		!strings.Contains(err.Error(), "the running release is kept") {
+		t.Fatalf("Reinstall without .needed = %v", err)
+	}
+	if b, err := m.Lookup(ctx, ns, "b"); err != nil || b == nil || b.Revision != 1 || b.Status != release.StatusDeployed || b.Values["needed"] != "present" {
+		t.Fatalf("the running release changed: %+v, %v", b, err)
+	}
+
 	// The dry run itself: the name is taken, yet it passes, and it writes nothing.
 	if err := m.dryRunInstall(ctx, desired(t, ns, "r", "charts/label", map[string]interface{}{"label": "third"})); err != nil {
 		t.Fatalf("dry run of a good release under the taken name: %v", err)
