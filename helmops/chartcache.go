@@ -114,7 +114,7 @@ func (c *ChartCache) Load(ctx context.Context, ref config.Chart, configDir strin
 	}
 	ch, err := loader.LoadArchive(bytes.NewReader(data))
 	if err != nil {
-		return nil, fmt.Errorf("cannot parse chart %s %s from %s: %w", ref.Name, ref.Version, redact(ref.Repo), err)
+		return nil, fmt.Errorf("cannot parse chart %s %s from %s: %w", ref.Name, ref.Version, withoutUserinfo(ref.Repo), err)
 	}
 	return ch, nil
 }
@@ -146,7 +146,7 @@ func (c *ChartCache) repoChart(ctx context.Context, ref config.Chart) ([]byte, e
 		}
 	}
 	if len(cv.URLs) == 0 {
-		return nil, fmt.Errorf("chart %s %s in repository %s has no download URL", ref.Name, ref.Version, redact(repoURL))
+		return nil, fmt.Errorf("chart %s %s in repository %s has no download URL", ref.Name, ref.Version, withoutUserinfo(repoURL))
 	}
 	defer c.lock("chart " + repoURL + " " + ref.Name + " " + ref.Version)()
 	if cv.Digest != "" {
@@ -156,7 +156,7 @@ func (c *ChartCache) repoChart(ctx context.Context, ref config.Chart) ([]byte, e
 	}
 	chartURL, err := resolveURL(repoURL, cv.URLs[0])
 	if err != nil {
-		return nil, fmt.Errorf("chart %s %s in repository %s has a bad URL %q: %w", ref.Name, ref.Version, redact(repoURL), cv.URLs[0], err)
+		return nil, fmt.Errorf("chart %s %s in repository %s has a bad URL %q: %w", ref.Name, ref.Version, withoutUserinfo(repoURL), cv.URLs[0], err)
 	}
 	// Credentials go to the repository's own host only, unless the entry
 	// says otherwise (Helm's pass_credentials_all).
@@ -169,7 +169,7 @@ func (c *ChartCache) repoChart(ctx context.Context, ref config.Chart) ([]byte, e
 	got := hex.EncodeToString(sum[:])
 	if cv.Digest != "" && !strings.EqualFold(cv.Digest, got) {
 		return nil, fmt.Errorf("chart %s %s from %s: digest mismatch: the index says sha256:%s, the download is sha256:%s; the repository is inconsistent or the download was tampered with",
-			ref.Name, ref.Version, redact(chartURL), cv.Digest, got)
+			ref.Name, ref.Version, withoutUserinfo(chartURL), cv.Digest, got)
 	}
 	c.store("sha256-"+got, data)
 	return data, nil
@@ -190,9 +190,9 @@ func (c *ChartCache) chartVersion(ctx context.Context, repoURL string, entry *re
 		}
 	}
 	if _, ok := idx.Entries[ref.Name]; !ok {
-		return nil, fmt.Errorf("chart %s not found in repository %s", ref.Name, redact(repoURL))
+		return nil, fmt.Errorf("chart %s not found in repository %s", ref.Name, withoutUserinfo(repoURL))
 	}
-	return nil, fmt.Errorf("chart %s has no version %s in repository %s", ref.Name, ref.Version, redact(repoURL))
+	return nil, fmt.Errorf("chart %s has no version %s in repository %s", ref.Name, ref.Version, withoutUserinfo(repoURL))
 }
 
 func (c *ChartCache) index(ctx context.Context, repoURL string, entry *repo.Entry) (*repo.IndexFile, error) {
@@ -225,11 +225,11 @@ func (c *ChartCache) index(ctx context.Context, repoURL string, entry *repo.Entr
 	idx, err := c.fetchIndex(ctx, repoURL, entry, path)
 	if err != nil {
 		if ci != nil {
-			c.opts.Log.Warn().Err(err).Str("repo", redact(repoURL)).Msg("cannot refresh the repository index; using the one fetched before")
+			c.opts.Log.Warn().Err(err).Str("repo", withoutUserinfo(repoURL)).Msg("cannot refresh the repository index; using the one fetched before")
 			return ci.index, nil
 		}
 		if idx, lerr := repo.LoadIndexFile(path); lerr == nil {
-			c.opts.Log.Warn().Err(err).Str("repo", redact(repoURL)).Msg("cannot fetch the repository index; using the one cached on disk")
+			c.opts.Log.Warn().Err(err).Str("repo", withoutUserinfo(repoURL)).Msg("cannot fetch the repository index; using the one cached on disk")
 			c.remember(repoURL, idx, now.Add(-c.opts.Refresh+time.Minute))
 			return idx, nil
 		}
@@ -248,21 +248,21 @@ func (c *ChartCache) remember(repoURL string, idx *repo.IndexFile, at time.Time)
 func (c *ChartCache) fetchIndex(ctx context.Context, repoURL string, entry *repo.Entry, path string) (*repo.IndexFile, error) {
 	data, err := c.get(ctx, repoURL+"/index.yaml", entry, true)
 	if err != nil {
-		return nil, fmt.Errorf("cannot fetch the index of repository %s: %w", redact(repoURL), err)
+		return nil, fmt.Errorf("cannot fetch the index of repository %s: %w", withoutUserinfo(repoURL), err)
 	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return nil, fmt.Errorf("cannot cache the index of %s: %w", redact(repoURL), err)
+		return nil, fmt.Errorf("cannot cache the index of %s: %w", withoutUserinfo(repoURL), err)
 	}
 	idx, err := repo.LoadIndexFile(tmp)
 	if err != nil {
 		_ = os.Remove(tmp)
-		return nil, fmt.Errorf("the index of repository %s is not valid: %w", redact(repoURL), err)
+		return nil, fmt.Errorf("the index of repository %s is not valid: %w", withoutUserinfo(repoURL), err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return nil, fmt.Errorf("cannot cache the index of %s: %w", redact(repoURL), err)
+		return nil, fmt.Errorf("cannot cache the index of %s: %w", withoutUserinfo(repoURL), err)
 	}
-	c.opts.Log.Debug().Str("repo", redact(repoURL)).Msg("repository index fetched")
+	c.opts.Log.Debug().Str("repo", withoutUserinfo(repoURL)).Msg("repository index fetched")
 	return idx, nil
 }
 
@@ -304,7 +304,7 @@ func (c *ChartCache) get(ctx context.Context, u string, entry *repo.Entry, sendA
 		// url.Error repeats the URL; make sure it carries no credentials.
 		var ue *url.Error
 		if errors.As(err, &ue) {
-			ue.URL = redact(ue.URL)
+			ue.URL = withoutUserinfo(ue.URL)
 		}
 		return nil, err
 	}
@@ -314,11 +314,11 @@ func (c *ChartCache) get(ctx context.Context, u string, entry *repo.Entry, sendA
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 			reason += " (check the credentials for this URL in --repository-config)"
 		}
-		return nil, fmt.Errorf("GET %s: %s", redact(u), reason)
+		return nil, fmt.Errorf("GET %s: %s", withoutUserinfo(u), reason)
 	}
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", redact(u), err)
+		return nil, fmt.Errorf("GET %s: %w", withoutUserinfo(u), err)
 	}
 	return data, nil
 }
@@ -336,17 +336,17 @@ func httpClient(entry *repo.Entry) (*http.Client, error) {
 		}
 		pem, err := os.ReadFile(entry.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("cannot read caFile of repository %s: %w", redact(entry.URL), err)
+			return nil, fmt.Errorf("cannot read caFile of repository %s: %w", withoutUserinfo(entry.URL), err)
 		}
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("caFile %s of repository %s holds no PEM certificate", entry.CAFile, redact(entry.URL))
+			return nil, fmt.Errorf("caFile %s of repository %s holds no PEM certificate", entry.CAFile, withoutUserinfo(entry.URL))
 		}
 		tlsCfg.RootCAs = pool
 	}
 	if entry.CertFile != "" || entry.KeyFile != "" {
 		cert, err := tls.LoadX509KeyPair(entry.CertFile, entry.KeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("cannot load certFile/keyFile of repository %s: %w", redact(entry.URL), err)
+			return nil, fmt.Errorf("cannot load certFile/keyFile of repository %s: %w", withoutUserinfo(entry.URL), err)
 		}
 		tlsCfg.Certificates = []tls.Certificate{cert}
 	}
@@ -480,8 +480,8 @@ func sameHost(a, b string) bool {
 	return err1 == nil && err2 == nil && ua.Host == ub.Host
 }
 
-// redact removes user and password from a URL for errors and logs.
-func redact(u string) string {
+// withoutUserinfo removes user and password from a URL for errors and logs.
+func withoutUserinfo(u string) string {
 	p, err := url.Parse(u)
 	if err != nil || p.User == nil {
 		return u

@@ -1,15 +1,18 @@
 // Package helmops makes every Helm SDK call autox needs: install, upgrade,
-// uninstall, reinstall and rollback of one release, and the inventory of the
-// releases autox manages. It decides nothing: callers (package triggers) say
-// what to do; this package does it with the real Helm storage drivers.
+// uninstall, reinstall (validated by a dry run before anything is removed) and
+// rollback of one release, and the inventory of the releases one autox
+// instance manages. It decides nothing: callers (package triggers) say what to
+// do; this package does it with the real Helm storage drivers, and passes
+// Helm's errors and debug lines through the caller's redact.Redactor so that
+// values never leak through them.
 package helmops
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,11 +20,20 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/cli-runtime/pkg/resource"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+
+	"github.com/autox-dev/autox/internal/redact"
 )
 
 // Release labels that mark a Helm release as autox's (DESIGN §4). They are
@@ -30,6 +42,9 @@ import (
 const (
 	LabelSpec        = "autox.dev/spec"
 	LabelReleaseSpec = "autox.dev/release-spec"
+	// LabelInstance names the autox installation that owns the release, so
+	// that two installations can manage the same namespace.
+	LabelInstance = "autox.dev/instance"
 	// LabelDigest is a digest of the chart name, version and values autox
 	// installed; with LabelRevision it lets a pass tell from record metadata
 	// alone that a release needs nothing (see triggers.InSync).
@@ -40,17 +55,32 @@ const (
 	LabelRevision = "autox.dev/revision"
 )
 
+// DefaultInstance is the instance of a Manager that names none, and of an
+// autox release without LabelInstance (made before instances existed).
+const DefaultInstance = "autox"
+
 // Storage drivers autox supports for release records.
 const (
 	DriverSecret    = "secret"
 	DriverConfigMap = "configmap"
 )
 
+// recordResource is the resource that holds a driver's release records.
+func recordResource(storageDriver string) schema.GroupVersionResource {
+	if storageDriver == DriverConfigMap {
+		return schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	}
+	return schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+}
+
 // Options configure a Manager.
 type Options struct {
 	RESTConfig *rest.Config
 	// StorageDriver is DriverSecret (default) or DriverConfigMap.
 	StorageDriver string
+	// Instance is written on every release as LabelInstance; the readers
+	// return only this instance's releases. Default DefaultInstance.
+	Instance string
 	// Timeout bounds each Helm operation (--helm-timeout).
 	Timeout time.Duration
 	// MaxHistory bounds the revisions kept per release (--max-history).
@@ -62,6 +92,7 @@ type Options struct {
 type Manager struct {
 	opts      Options
 	clientset kubernetes.Interface
+	meta      metadata.Interface
 	discovery *sharedDiscovery
 
 	capsMu sync.Mutex
@@ -127,6 +158,14 @@ func New(opts Options) (*Manager, error) {
 	default:
 		return nil, fmt.Errorf("unknown storage driver %q: use %q or %q", opts.StorageDriver, DriverSecret, DriverConfigMap)
 	}
+	if opts.Instance == "" {
+		opts.Instance = DefaultInstance
+	}
+	// The instance is a label value on every release: refuse one the API
+	// server would reject on the first install rather than fail there.
+	if errs := validation.IsValidLabelValue(opts.Instance); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid instance %q: %s", opts.Instance, strings.Join(errs, "; "))
+	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Minute
 	}
@@ -134,33 +173,41 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot create Kubernetes client: %w", err)
 	}
-	return &Manager{opts: opts, clientset: cs, discovery: &sharedDiscovery{config: opts.RESTConfig}}, nil
+	mc, err := metadata.NewForConfig(opts.RESTConfig)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create metadata client: %w", err)
+	}
+	return &Manager{opts: opts, clientset: cs, meta: mc, discovery: &sharedDiscovery{config: opts.RESTConfig}}, nil
 }
 
 // Timeout is the bound of one Helm operation.
 func (m *Manager) Timeout() time.Duration { return m.opts.Timeout }
 
+// Instance is the instance whose releases this Manager writes and reads.
+func (m *Manager) Instance() string { return m.opts.Instance }
+
 // storage returns the release record driver for one namespace. Drivers hold
 // no state beyond the client, so a new one per call is cheap and never shared
-// between concurrent operations.
+// between concurrent operations. Their log lines name records, not values.
 func (m *Manager) storage(namespace string) driver.Driver {
 	if m.opts.StorageDriver == DriverConfigMap {
 		d := driver.NewConfigMaps(m.clientset.CoreV1().ConfigMaps(namespace))
-		d.Log = m.debugLog(namespace)
+		d.Log = m.debugLog(namespace, nil)
 		return d
 	}
 	d := driver.NewSecrets(m.clientset.CoreV1().Secrets(namespace))
-	d.Log = m.debugLog(namespace)
+	d.Log = m.debugLog(namespace, nil)
 	return d
 }
 
 // actionConfig returns a fresh action.Configuration for one operation: Helm's
 // actions write to fields of it (e.g. the storage's MaxHistory), so sharing
-// one between concurrent operations would race.
-func (m *Manager) actionConfig(namespace string) (*action.Configuration, error) {
+// one between concurrent operations would race. Its log lines go through
+// hide: Helm's debug lines quote manifests and API errors.
+func (m *Manager) actionConfig(namespace string, hide *redact.Redactor) (*action.Configuration, error) {
 	cfg := &action.Configuration{}
 	getter := &restGetter{shared: m.discovery, namespace: namespace}
-	if err := cfg.Init(getter, namespace, m.opts.StorageDriver, m.debugLog(namespace)); err != nil {
+	if err := cfg.Init(getter, namespace, m.opts.StorageDriver, m.debugLog(namespace, hide)); err != nil {
 		return nil, fmt.Errorf("cannot set up Helm for namespace %s: %w", namespace, err)
 	}
 	caps, err := m.capabilities()
@@ -171,124 +218,65 @@ func (m *Manager) actionConfig(namespace string) (*action.Configuration, error) 
 	return cfg, nil
 }
 
-func (m *Manager) debugLog(namespace string) action.DebugLog {
+func (m *Manager) debugLog(namespace string, hide *redact.Redactor) action.DebugLog {
 	l := m.opts.Log.With().Str("namespace", namespace).Str("component", "helm").Logger()
 	return func(format string, v ...interface{}) {
-		l.Debug().Msgf(format, v...)
-	}
-}
-
-// Release is what autox needs to know of one release: its latest revision, and
-// whether any earlier revision was deployed.
-type Release struct {
-	Name      string
-	Namespace string
-	// Spec and ReleaseSpec come from the autox labels; both are "" when the
-	// release is not autox's.
-	Spec        string
-	ReleaseSpec string
-
-	Revision     int
-	Status       release.Status
-	ChartName    string
-	ChartVersion string
-	// Values are the user-supplied values of the latest revision. Never log them.
-	Values map[string]interface{}
-	// Updated is when the latest revision's operation started (Helm's
-	// LastDeployed), which is what the pending-release age is measured from.
-	Updated       time.Time
-	FirstDeployed time.Time
-	// DeployedBefore is true when an earlier revision reached deployed.
-	DeployedBefore bool
-	// LastDeployedRevision is the newest revision that reached deployed, or 0.
-	LastDeployedRevision int
-}
-
-// Managed reports whether the release carries autox's labels.
-func (r *Release) Managed() bool { return r.Spec != "" && r.ReleaseSpec != "" }
-
-// summarise turns the revisions of one release name into a Release.
-func summarise(revs []*release.Release) *Release {
-	sort.Slice(revs, func(i, j int) bool { return revs[i].Version < revs[j].Version })
-	last := revs[len(revs)-1]
-	r := &Release{
-		Name:        last.Name,
-		Namespace:   last.Namespace,
-		Spec:        last.Labels[LabelSpec],
-		ReleaseSpec: last.Labels[LabelReleaseSpec],
-		Revision:    last.Version,
-		Values:      last.Config,
-	}
-	if last.Info != nil {
-		r.Status = last.Info.Status
-		r.Updated = last.Info.LastDeployed.Time
-		r.FirstDeployed = last.Info.FirstDeployed.Time
-	}
-	if last.Chart != nil && last.Chart.Metadata != nil {
-		r.ChartName = last.Chart.Metadata.Name
-		r.ChartVersion = last.Chart.Metadata.Version
-	}
-	for _, rev := range revs {
-		if rev.Info == nil {
-			continue
+		ev := l.Debug()
+		if !ev.Enabled() {
+			return // neither format nor redact a line nobody reads
 		}
-		if rev.Info.Status == release.StatusDeployed || rev.Info.Status == release.StatusSuperseded {
-			r.LastDeployedRevision = rev.Version
-			if rev != last {
-				r.DeployedBefore = true
-			}
+		ev.Msg(hide.String(fmt.Sprintf(format, withoutRecords(v)...)))
+	}
+}
+
+// withoutRecords replaces storage record objects among log arguments by their
+// names: the drivers log a record they cannot decode whole, and its data is
+// the encoded release, values included.
+func withoutRecords(args []interface{}) []interface{} {
+	out := make([]interface{}, len(args))
+	for i, a := range args {
+		switch o := a.(type) {
+		case corev1.Secret:
+			out[i] = "Secret " + o.Name
+		case *corev1.Secret:
+			out[i] = "Secret " + o.Name
+		case corev1.ConfigMap:
+			out[i] = "ConfigMap " + o.Name
+		case *corev1.ConfigMap:
+			out[i] = "ConfigMap " + o.Name
+		default:
+			out[i] = a
 		}
 	}
-	return r
+	return out
 }
 
-// query returns one Release per release name among the records matching labels.
-func (m *Manager) query(namespace string, labels map[string]string) ([]*Release, error) {
-	labels["owner"] = "helm"
-	recs, err := m.storage(namespace).Query(labels)
-	if errors.Is(err, driver.ErrReleaseNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("cannot read release records in namespace %s: %w", namespace, err)
-	}
-	byName := map[string][]*release.Release{}
-	for _, r := range recs {
-		byName[r.Name] = append(byName[r.Name], r)
-	}
-	out := make([]*Release, 0, len(byName))
-	for _, revs := range byName {
-		out = append(out, summarise(revs))
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
-}
-
-// SpecReleases returns the autox releases of one spec in the given namespaces.
-// Any error is returned as is: the caller must then change nothing.
+// SpecReleases returns this instance's releases of one spec in the given
+// namespaces: those carrying both autox labels, LabelSpec=spec and this
+// instance. Every namespace is read; when some cannot be, the others' releases
+// are returned with a *NamespacesError.
 func (m *Manager) SpecReleases(ctx context.Context, namespaces []string, spec string) ([]*Release, error) {
-	var out []*Release
-	for _, ns := range namespaces {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		rels, err := m.query(ns, map[string]string{LabelSpec: spec})
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, rels...)
-	}
-	return out, nil
+	return eachNamespace(ctx, namespaces, func(ns string) ([]*Release, error) {
+		// The drivers' Query matches label equality only; the release-spec
+		// label and the instance are checked on the result.
+		return m.query(ctx, ns, map[string]string{LabelSpec: spec}, m.owned)
+	})
 }
 
-// Lookup returns the release of that name in namespace, autox's or not, or nil.
+func (m *Manager) owned(r *Release) bool { return r.OwnedBy(m.opts.Instance) }
+
+// Lookup returns the release of that name in namespace, or nil: autox's or
+// not, of any instance. Whether it may be touched is the caller's decision.
 func (m *Manager) Lookup(ctx context.Context, namespace, name string) (*Release, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rels, err := m.query(namespace, map[string]string{"name": name})
-	if err != nil || len(rels) == 0 {
-		return nil, err
+	rels, err := m.query(ctx, namespace, map[string]string{"name": name}, func(*Release) bool { return true })
+	if err != nil {
+		return nil, fmt.Errorf("cannot look up release %s/%s: %w", namespace, name, err)
+	}
+	if len(rels) == 0 {
+		return nil, nil
 	}
 	return rels[0], nil
 }
@@ -306,10 +294,15 @@ type Desired struct {
 	Digest string
 	// Revision is the revision an upgrade will create (the current one + 1).
 	Revision int
+	// Redact hides secrets in the operation's errors and Helm's debug lines;
+	// nil hides nothing. The caller makes it from these Values and the
+	// running release's, since an error may quote either.
+	Redact *redact.Redactor
 }
 
-func (d Desired) labels(revision int) map[string]string {
-	l := map[string]string{LabelSpec: d.Spec, LabelReleaseSpec: d.ReleaseSpec}
+// labels are the Helm release labels an operation of m writes for d.
+func (m *Manager) labels(d Desired, revision int) map[string]string {
+	l := map[string]string{LabelSpec: d.Spec, LabelReleaseSpec: d.ReleaseSpec, LabelInstance: m.opts.Instance}
 	if d.Digest != "" {
 		l[LabelDigest] = d.Digest
 		l[LabelRevision] = strconv.Itoa(revision)
@@ -325,22 +318,32 @@ func (d Desired) labels(revision int) map[string]string {
 // What is applied, and what the server accepts, is the same either way.
 const skipClientValidation = true
 
-// Install installs a new release and returns its revision.
-func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
-	cfg, err := m.actionConfig(d.Namespace)
+// newInstall returns Helm's install action for d, shared by Install and the
+// dry run of Reinstall so that what is validated is what is installed.
+func (m *Manager) newInstall(d Desired) (*action.Install, *action.Configuration, error) {
+	cfg, err := m.actionConfig(d.Namespace, d.Redact)
 	if err != nil {
-		return 0, err
+		return nil, nil, err
 	}
 	in := action.NewInstall(cfg)
 	in.ReleaseName = d.Name
 	in.Namespace = d.Namespace
-	in.Labels = d.labels(1)
+	in.Labels = m.labels(d, 1)
 	in.Timeout = m.opts.Timeout
 	in.DisableOpenAPIValidation = skipClientValidation
+	return in, cfg, nil
+}
+
+// Install installs a new release and returns its revision.
+func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
+	in, _, err := m.newInstall(d)
+	if err != nil {
+		return 0, err
+	}
 	rel, err := in.RunWithContext(ctx, d.Chart, d.Values)
 	if err != nil {
 		m.forgetCapabilities()
-		return 0, fmt.Errorf("cannot install release %s/%s: %w", d.Namespace, d.Name, err)
+		return 0, fmt.Errorf("cannot install release %s/%s: %w", d.Namespace, d.Name, d.Redact.Error(err))
 	}
 	return rel.Version, nil
 }
@@ -348,13 +351,13 @@ func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
 // Upgrade upgrades a release to exactly d's chart and values (ResetValues:
 // nothing of the previous revision's values survives) and returns the revision.
 func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
-	cfg, err := m.actionConfig(d.Namespace)
+	cfg, err := m.actionConfig(d.Namespace, d.Redact)
 	if err != nil {
 		return 0, err
 	}
 	up := action.NewUpgrade(cfg)
 	up.Namespace = d.Namespace
-	up.Labels = d.labels(d.Revision)
+	up.Labels = m.labels(d, d.Revision)
 	up.ResetValues = true
 	up.MaxHistory = m.opts.MaxHistory
 	up.Timeout = m.opts.Timeout
@@ -362,44 +365,121 @@ func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
 	rel, err := up.RunWithContext(ctx, d.Name, d.Chart, d.Values)
 	if err != nil {
 		m.forgetCapabilities()
-		return 0, fmt.Errorf("cannot upgrade release %s/%s: %w", d.Namespace, d.Name, err)
+		return 0, fmt.Errorf("cannot upgrade release %s/%s: %w", d.Namespace, d.Name, d.Redact.Error(err))
 	}
 	return rel.Version, nil
 }
 
 // Uninstall removes a release and its history. A release already gone is not
-// an error.
-func (m *Manager) Uninstall(ctx context.Context, namespace, name string) error {
+// an error. hide redacts the error and Helm's debug lines (nil hides
+// nothing): deleting a release's objects can fail with messages that quote
+// them, so the caller passes a Redactor made from the release's values.
+func (m *Manager) Uninstall(ctx context.Context, namespace, name string, hide *redact.Redactor) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	cfg, err := m.actionConfig(namespace)
+	cfg, err := m.actionConfig(namespace, hide)
 	if err != nil {
 		return err
 	}
 	un := action.NewUninstall(cfg)
 	un.Timeout = m.opts.Timeout
 	if _, err := un.Run(name); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		return fmt.Errorf("cannot uninstall release %s/%s: %w", namespace, name, err)
+		return fmt.Errorf("cannot uninstall release %s/%s: %w", namespace, name, hide.Error(err))
 	}
 	return nil
 }
 
-// Reinstall uninstalls a release and installs it anew (onChange: reinstall,
-// and a release that never reached deployed). Returns the new revision (1).
+// Reinstall replaces a release by uninstalling it and installing it anew
+// (onChange: reinstall, and a release that never reached deployed) and
+// returns the new revision (1). A release that cannot be replaced is never
+// removed (DESIGN §3): the new release is first rendered and validated
+// without writing anything (dryRunInstall), and only then is the old one
+// uninstalled.
 func (m *Manager) Reinstall(ctx context.Context, d Desired) (int, error) {
-	if err := m.Uninstall(ctx, d.Namespace, d.Name); err != nil {
+	if err := m.dryRunInstall(ctx, d); err != nil {
+		return 0, fmt.Errorf("cannot reinstall release %s/%s: the new release does not render or validate; the running release is kept: %w", d.Namespace, d.Name, err)
+	}
+	if err := m.Uninstall(ctx, d.Namespace, d.Name, d.Redact); err != nil {
 		return 0, err
 	}
 	return m.Install(ctx, d)
 }
 
-// Rollback rolls a release back to revision toRevision.
-func (m *Manager) Rollback(ctx context.Context, namespace, name string, toRevision int) error {
+// dryRunInstall checks that d would install, writing nothing. Helm's install
+// dry run (server mode, so that templates' lookup sees the cluster as in the
+// real install) renders the chart and checks the values schema, does not
+// refuse the name the running release holds, builds the objects against the
+// cluster's REST mapping (an unknown kind fails), refuses objects another
+// release owns, and writes no record. It does not ask the API server about
+// the objects, which then refuses a bad field value only after the old
+// release is gone; so every object, and every install hook, is also sent as a
+// server-side dry-run create. An object of the running release answers
+// AlreadyExists, which the API server checks only after validating it.
+func (m *Manager) dryRunInstall(ctx context.Context, d Desired) error {
+	in, cfg, err := m.newInstall(d)
+	if err != nil {
+		return err
+	}
+	in.DryRun = true
+	in.DryRunOption = "server"
+	rel, err := in.RunWithContext(ctx, d.Chart, d.Values)
+	if err == nil {
+		err = dryRunCreate(ctx, cfg.KubeClient, installManifest(rel))
+	}
+	if err != nil {
+		m.forgetCapabilities()
+		return d.Redact.Error(err)
+	}
+	return nil
+}
+
+// installManifest is what an install of rel creates: its manifest and its
+// install hooks (not, e.g., its test hooks, which only `helm test` creates).
+func installManifest(rel *release.Release) string {
+	var b strings.Builder
+	b.WriteString(rel.Manifest)
+	for _, h := range rel.Hooks {
+		for _, e := range h.Events {
+			if e == release.HookPreInstall || e == release.HookPostInstall {
+				b.WriteString("\n---\n")
+				b.WriteString(h.Manifest)
+				break
+			}
+		}
+	}
+	return b.String()
+}
+
+// dryRunCreate sends each object of manifest to the API server as a dry-run
+// create and returns every refusal but AlreadyExists.
+func dryRunCreate(ctx context.Context, kc kube.Interface, manifest string) error {
+	objects, err := kc.Build(strings.NewReader(manifest), false)
+	if err != nil {
+		return fmt.Errorf("cannot build the release's objects: %w", err)
+	}
+	var errs []error
+	for _, info := range objects {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		_, err := resource.NewHelper(info.Client, info.Mapping).DryRun(true).Create(info.Namespace, true, info.Object)
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			errs = append(errs, fmt.Errorf("the API server refuses %s: %w", info.ObjectName(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Rollback rolls a release back to revision toRevision. Helm copies that
+// revision's release labels, so the instance and autox labels it carried
+// stay. hide redacts as for Uninstall; the caller makes it from the values of
+// the current and of the target revision.
+func (m *Manager) Rollback(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	cfg, err := m.actionConfig(namespace)
+	cfg, err := m.actionConfig(namespace, hide)
 	if err != nil {
 		return err
 	}
@@ -408,37 +488,23 @@ func (m *Manager) Rollback(ctx context.Context, namespace, name string, toRevisi
 	rb.MaxHistory = m.opts.MaxHistory
 	rb.Timeout = m.opts.Timeout
 	if err := rb.Run(name); err != nil {
-		return fmt.Errorf("cannot roll back release %s/%s to revision %d: %w", namespace, name, toRevision, err)
+		return fmt.Errorf("cannot roll back release %s/%s to revision %d: %w", namespace, name, toRevision, hide.Error(err))
 	}
 	return nil
 }
 
-// ManagedReleases decodes every autox release in the given namespaces (for
-// `autox list`; the control loop uses the cheaper Inventory and SpecReleases).
+// ManagedReleases decodes this instance's releases in the given namespaces
+// (for `autox list`; the control loop uses the cheaper Inventory and
+// SpecReleases). Like SpecReleases, it reads every namespace and returns a
+// *NamespacesError with the releases of the readable ones.
 func (m *Manager) ManagedReleases(ctx context.Context, namespaces []string) ([]*Release, error) {
-	var out []*Release
-	for _, ns := range namespaces {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
+	return eachNamespace(ctx, namespaces, func(ns string) ([]*Release, error) {
 		recs, err := m.storage(ns).List(func(r *release.Release) bool {
-			return r.Labels[LabelSpec] != "" && r.Labels[LabelReleaseSpec] != ""
+			return instanceOf(r.Labels) != ""
 		})
 		if err != nil {
-			return nil, fmt.Errorf("cannot list releases in namespace %s: %w", ns, err)
+			return nil, fmt.Errorf("cannot list releases: %w", err)
 		}
-		byName := map[string][]*release.Release{}
-		for _, r := range recs {
-			byName[r.Name] = append(byName[r.Name], r)
-		}
-		names := make([]string, 0, len(byName))
-		for n := range byName {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			out = append(out, summarise(byName[n]))
-		}
-	}
-	return out, nil
+		return m.releases(ctx, ns, recs, m.owned), nil
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
 	"helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -35,10 +36,32 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Setenv("SSL_CERT_FILE", testCA.File)
-	code := testenv.RunMain(m, &cluster)
-	os.RemoveAll(caDir)
-	os.Exit(code)
+	// The leak check runs after the control plane stopped, so that nothing
+	// of a test (a Helm goroutine, a watch, a chart server) may outlive it.
+	goleak.VerifyTestMain(withControlPlane{m}, append(ociRegistryGoroutines, goleak.Cleanup(func(code int) {
+		os.RemoveAll(caDir)
+		os.Exit(code)
+	}))...)
 }
+
+// ociRegistryGoroutines are started by distribution's registry (the OCI chart
+// server of the chartcache tests, testenv.NewOCIRegistry) when it is built and
+// are stopped by nothing, not even Registry.Shutdown: the notification
+// broadcaster (App never closes it), the upload purger (an endless
+// sleep-and-purge loop; its top frame is time.Sleep, hence AnyFunction) and
+// the OpenTelemetry batch span processor of the tracer provider that
+// tracing.InitOpenTelemetry installs globally and never shuts down.
+var ociRegistryGoroutines = []goleak.Option{
+	goleak.IgnoreTopFunction("github.com/docker/go-events.(*Broadcaster).run"),
+	goleak.IgnoreAnyFunction("github.com/distribution/distribution/v3/registry/handlers.startUploadPurger.func1"),
+	goleak.IgnoreTopFunction("go.opentelemetry.io/otel/sdk/trace.(*batchSpanProcessor).processQueue"),
+}
+
+// withControlPlane runs the tests between starting and stopping the control
+// plane, as goleak.VerifyTestMain's m.
+type withControlPlane struct{ m *testing.M }
+
+func (w withControlPlane) Run() int { return testenv.RunMain(w.m, &cluster) }
 
 func chartsDir(t *testing.T) string {
 	root, err := testenv.ModuleRoot()
@@ -115,7 +138,7 @@ func TestLifecycle(t *testing.T) {
 				t.Fatalf("Managed = %+v, %v", recs, err)
 			}
 
-			if err := m.Rollback(ctx, ns, "r1", 1); err != nil {
+			if err := m.Rollback(ctx, ns, "r1", 1, nil); err != nil {
 				t.Fatal(err)
 			}
 			if r, _ = m.Lookup(ctx, ns, "r1"); r.Revision != 3 || r.ChartVersion != "0.1.0" {
@@ -125,10 +148,10 @@ func TestLifecycle(t *testing.T) {
 			if rev, err := m.Reinstall(ctx, desired(t, ns, "r1", "charts/hello", nil)); err != nil || rev != 1 {
 				t.Fatalf("Reinstall = %d, %v", rev, err)
 			}
-			if err := m.Uninstall(ctx, ns, "r1"); err != nil {
+			if err := m.Uninstall(ctx, ns, "r1", nil); err != nil {
 				t.Fatal(err)
 			}
-			if err := m.Uninstall(ctx, ns, "r1"); err != nil {
+			if err := m.Uninstall(ctx, ns, "r1", nil); err != nil {
 				t.Fatalf("second uninstall must be a no-op: %v", err)
 			}
 			if r, err := m.Lookup(ctx, ns, "r1"); r != nil || err != nil {

@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
 )
 
@@ -19,8 +18,10 @@ type Record struct {
 	Namespace   string
 	Spec        string
 	ReleaseSpec string
-	Revision    int
-	Status      string
+	// Instance is the LabelInstance label, DefaultInstance when absent.
+	Instance string
+	Revision int
+	Status   string
 	// Digest and AutoxRevision are the LabelDigest and LabelRevision labels
 	// ("" and 0 when absent).
 	Digest        string
@@ -29,63 +30,64 @@ type Record struct {
 
 // Inventory lists release records by their labels.
 type Inventory struct {
-	meta   metadata.Interface
-	driver string
+	meta     metadata.Interface
+	driver   string
+	instance string
 }
 
-// NewInventory returns an Inventory reading records of the Manager's driver.
+// NewInventory returns an Inventory reading records of the Manager's driver
+// and returning the releases of the Manager's instance.
 func (m *Manager) NewInventory() (*Inventory, error) {
-	mc, err := metadata.NewForConfig(m.opts.RESTConfig)
-	if err != nil {
-		return nil, fmt.Errorf("cannot create metadata client: %w", err)
-	}
-	return &Inventory{meta: mc, driver: m.opts.StorageDriver}, nil
+	return &Inventory{meta: m.meta, driver: m.opts.StorageDriver, instance: m.opts.Instance}, nil
 }
 
-func (inv *Inventory) resource() schema.GroupVersionResource {
-	if inv.driver == DriverConfigMap {
-		return schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	}
-	return schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-}
-
-// Managed returns one Record per autox release (its newest revision) in the
-// given namespaces, sorted by namespace and name. Any error aborts the whole
-// listing: a partial inventory must never be mistaken for "nothing exists".
+// Managed returns one Record per release of the Inventory's instance (its
+// newest autox-labelled revision) in the given namespaces, sorted by
+// namespace and name. Every namespace is read; when some cannot be, the
+// others' records are returned with a *NamespacesError, and a caller must not
+// take the failed namespaces' missing records for "nothing exists".
 func (inv *Inventory) Managed(ctx context.Context, namespaces []string) ([]Record, error) {
-	var out []Record
-	for _, ns := range namespaces {
-		list, err := inv.meta.Resource(inv.resource()).Namespace(ns).List(ctx, metav1.ListOptions{
-			LabelSelector: "owner=helm," + LabelSpec + "," + LabelReleaseSpec,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("cannot list autox release records in namespace %s: %w", ns, err)
-		}
-		newest := map[string]Record{}
-		for _, item := range list.Items {
-			l := item.Labels
-			rev, err := strconv.Atoi(l["version"])
-			if err != nil || l["name"] == "" {
-				continue // not a Helm release record after all
-			}
-			if cur, ok := newest[l["name"]]; ok && cur.Revision > rev {
-				continue
-			}
-			autoxRev, _ := strconv.Atoi(l[LabelRevision])
-			newest[l["name"]] = Record{
-				Name: l["name"], Namespace: ns, Spec: l[LabelSpec], ReleaseSpec: l[LabelReleaseSpec],
-				Revision: rev, Status: l["status"], Digest: l[LabelDigest], AutoxRevision: autoxRev,
-			}
-		}
-		for _, r := range newest {
-			out = append(out, r)
-		}
-	}
+	out, err := eachNamespace(ctx, namespaces, func(ns string) ([]Record, error) {
+		return inv.namespace(ctx, ns)
+	})
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Namespace != out[j].Namespace {
 			return out[i].Namespace < out[j].Namespace
 		}
 		return out[i].Name < out[j].Name
 	})
+	return out, err
+}
+
+func (inv *Inventory) namespace(ctx context.Context, ns string) ([]Record, error) {
+	list, err := inv.meta.Resource(recordResource(inv.driver)).Namespace(ns).List(ctx, metav1.ListOptions{
+		LabelSelector: "owner=helm," + LabelSpec + "," + LabelReleaseSpec,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot list autox release records: %w", err)
+	}
+	newest := map[string]Record{}
+	for _, item := range list.Items {
+		l := item.Labels
+		rev, err := strconv.Atoi(l["version"])
+		if err != nil || l["name"] == "" || instanceOf(l) == "" {
+			continue // not a Helm release record of autox's after all
+		}
+		if cur, ok := newest[l["name"]]; ok && cur.Revision > rev {
+			continue
+		}
+		autoxRev, _ := strconv.Atoi(l[LabelRevision])
+		newest[l["name"]] = Record{
+			Name: l["name"], Namespace: ns, Spec: l[LabelSpec], ReleaseSpec: l[LabelReleaseSpec], Instance: instanceOf(l),
+			Revision: rev, Status: l["status"], Digest: l[LabelDigest], AutoxRevision: autoxRev,
+		}
+	}
+	out := make([]Record, 0, len(newest))
+	for _, r := range newest {
+		// The newest revision decides whose release it is.
+		if r.Instance == inv.instance {
+			out = append(out, r)
+		}
+	}
 	return out, nil
 }

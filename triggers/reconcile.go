@@ -15,6 +15,7 @@ import (
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/metrics"
+	"github.com/autox-dev/autox/internal/redact"
 )
 
 // Helm is the part of helmops.Manager that reconcile uses.
@@ -24,8 +25,8 @@ type Helm interface {
 	Install(ctx context.Context, d helmops.Desired) (int, error)
 	Upgrade(ctx context.Context, d helmops.Desired) (int, error)
 	Reinstall(ctx context.Context, d helmops.Desired) (int, error)
-	Uninstall(ctx context.Context, namespace, name string) error
-	Rollback(ctx context.Context, namespace, name string, toRevision int) error
+	Uninstall(ctx context.Context, namespace, name string, hide *redact.Redactor) error
+	Rollback(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor) error
 }
 
 // Triggers reads trigger objects live.
@@ -317,10 +318,10 @@ func (r *Reconciler) apply(ctx context.Context, s Step) error {
 	case ActionInstall, ActionUpgrade, ActionReinstall:
 		rev, err = r.install(ctx, s)
 	case ActionUninstall:
-		err = r.Helm.Uninstall(ctx, s.Namespace, s.Release)
+		err = r.Helm.Uninstall(ctx, s.Namespace, s.Release, nil)
 		rev = s.Revision
 	case ActionRollback:
-		err = r.Helm.Rollback(ctx, s.Namespace, s.Release, s.rollbackTo)
+		err = r.Helm.Rollback(ctx, s.Namespace, s.Release, s.rollbackTo, nil)
 		rev = s.Revision + 1
 	default:
 		return fmt.Errorf("unknown action %q", s.Action)

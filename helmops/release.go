@@ -1,0 +1,228 @@
+package helmops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Release is what autox needs to know of one release: its latest revision, and
+// whether any earlier revision was deployed.
+type Release struct {
+	Name      string
+	Namespace string
+	// Spec and ReleaseSpec come from the autox labels; both are "" when the
+	// release is not autox's.
+	Spec        string
+	ReleaseSpec string
+	// Instance is the LabelInstance label; DefaultInstance for an autox
+	// release without one (written before instances existed), "" for a
+	// release that is not autox's (see Managed).
+	Instance string
+
+	Revision     int
+	Status       release.Status
+	ChartName    string
+	ChartVersion string
+	// Values are the user-supplied values of the latest revision. Never log them.
+	Values map[string]interface{}
+	// Updated is Helm's LastDeployed of the latest revision, for display. It
+	// is not the age of a lock: a client uninstalling a release leaves the
+	// time of the release's last deploy there.
+	Updated time.Time
+	// Modified is when the latest revision's storage record was last written,
+	// which is what the age of a pending or uninstalling release is measured
+	// from: never LastDeployed, which an uninstall in progress leaves as it
+	// was. See Manager.modified for where it is read from. A zero Modified
+	// means unknown, not infinitely old: a caller must then treat the release
+	// as locked.
+	Modified      time.Time
+	FirstDeployed time.Time
+	// DeployedBefore is true when an earlier revision reached deployed.
+	DeployedBefore bool
+	// LastDeployedRevision is the newest revision that reached deployed, or 0.
+	LastDeployedRevision int
+}
+
+// Managed reports whether the release carries both of autox's labels; a
+// release with only one of them was not made by autox.
+func (r *Release) Managed() bool { return r.Spec != "" && r.ReleaseSpec != "" }
+
+// OwnedBy reports whether the release is autox's and belongs to that instance.
+func (r *Release) OwnedBy(instance string) bool { return r.Managed() && r.Instance == instance }
+
+// instanceOf returns the instance a release record's labels name: "" when it
+// is not autox's, DefaultInstance when autox's labels are there but the
+// instance label is not, so that upgrading autox relabels nothing.
+func instanceOf(labels map[string]string) string {
+	if labels[LabelSpec] == "" || labels[LabelReleaseSpec] == "" {
+		return ""
+	}
+	if i := labels[LabelInstance]; i != "" {
+		return i
+	}
+	return DefaultInstance
+}
+
+// Storage driver labels on every release record (Helm's pkg/storage/driver).
+const (
+	recordCreatedAt  = "createdAt"  // unix seconds, set by the driver's Create
+	recordModifiedAt = "modifiedAt" // unix seconds, set by the driver's Update
+)
+
+// recordWritten returns when a release record was last written according to
+// the driver's labels: the later of modifiedAt and createdAt, not modifiedAt
+// first, because Helm's upgrade copies the previous record's labels,
+// modifiedAt included, into the record it creates, so a pending-upgrade
+// record carries an older modifiedAt than its own createdAt. Zero when
+// neither label holds a time.
+func recordWritten(labels map[string]string) time.Time {
+	var latest int64
+	for _, k := range []string{recordModifiedAt, recordCreatedAt} {
+		if s, err := strconv.ParseInt(labels[k], 10, 64); err == nil && s > latest {
+			latest = s
+		}
+	}
+	if latest == 0 {
+		return time.Time{}
+	}
+	return time.Unix(latest, 0)
+}
+
+// summarise turns the revisions of one release name into a Release. The
+// revisions' Labels must be the record labels, system labels included, as
+// the drivers' Query and List return them.
+func summarise(revs []*release.Release) *Release {
+	sort.Slice(revs, func(i, j int) bool { return revs[i].Version < revs[j].Version })
+	last := revs[len(revs)-1]
+	r := &Release{
+		Name:        last.Name,
+		Namespace:   last.Namespace,
+		Spec:        last.Labels[LabelSpec],
+		ReleaseSpec: last.Labels[LabelReleaseSpec],
+		Instance:    instanceOf(last.Labels),
+		Revision:    last.Version,
+		Values:      last.Config,
+	}
+	r.Modified = recordWritten(last.Labels)
+	if last.Info != nil {
+		r.Status = last.Info.Status
+		r.Updated = last.Info.LastDeployed.Time
+		r.FirstDeployed = last.Info.FirstDeployed.Time
+	}
+	if last.Chart != nil && last.Chart.Metadata != nil {
+		r.ChartName = last.Chart.Metadata.Name
+		r.ChartVersion = last.Chart.Metadata.Version
+	}
+	for _, rev := range revs {
+		if rev.Info == nil {
+			continue
+		}
+		if rev.Info.Status == release.StatusDeployed || rev.Info.Status == release.StatusSuperseded {
+			r.LastDeployedRevision = rev.Version
+			if rev != last {
+				r.DeployedBefore = true
+			}
+		}
+	}
+	return r
+}
+
+// releases groups the records of one namespace by release name and returns
+// one Release per name, sorted by name, keeping those keep accepts.
+func (m *Manager) releases(ctx context.Context, namespace string, recs []*release.Release, keep func(*Release) bool) []*Release {
+	byName := map[string][]*release.Release{}
+	for _, r := range recs {
+		byName[r.Name] = append(byName[r.Name], r)
+	}
+	out := make([]*Release, 0, len(byName))
+	for _, revs := range byName {
+		r := summarise(revs)
+		r.Namespace = namespace // where the record is, whatever the payload says
+		if !keep(r) {
+			continue
+		}
+		r.Modified = m.modified(ctx, r)
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// ageMatters reports whether callers judge a release of that status by its
+// age (the unlock of DESIGN §5), which is when Modified must be right.
+func ageMatters(s release.Status) bool {
+	return s.IsPending() || s == release.StatusUninstalling
+}
+
+// modified returns when r's latest record was last written. The driver's
+// labels (summarise) are right for a pending record just created, but not
+// after an update: Helm's driver sets modifiedAt and then copies the labels of
+// the release it was handed over it, and Helm hands it a release read back
+// with the previous labels, so an uninstalling record keeps the modifiedAt of
+// an older write. So for a release whose age matters, and for one without
+// the labels, one metadata GET of the record adds what the API server
+// recorded: its creationTimestamp and the times of its managedFields, which
+// move on every write. The latest of all is taken; a GET that fails leaves
+// the age unknown (zero), never the possibly stale labels.
+func (m *Manager) modified(ctx context.Context, r *Release) time.Time {
+	if !r.Modified.IsZero() && !ageMatters(r.Status) {
+		return r.Modified
+	}
+	written, err := m.recordWrittenByServer(ctx, r.Namespace, r.Name, r.Revision)
+	if err != nil {
+		m.opts.Log.Warn().Err(err).Str("release", r.Name).Str("namespace", r.Namespace).Int("revision", r.Revision).
+			Msg("cannot read when the release record was written; its age is unknown")
+		return time.Time{}
+	}
+	if written.After(r.Modified) {
+		return written
+	}
+	return r.Modified
+}
+
+// recordWrittenByServer returns the latest time the API server recorded for
+// a write of one release record.
+func (m *Manager) recordWrittenByServer(ctx context.Context, namespace, name string, revision int) (time.Time, error) {
+	key := fmt.Sprintf("%s.%s.v%d", storage.HelmStorageType, name, revision)
+	obj, err := m.meta.Resource(recordResource(m.opts.StorageDriver)).Namespace(namespace).Get(ctx, key, metav1.GetOptions{})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("cannot read release record %s: %w", key, err)
+	}
+	return lastWrite(obj.ObjectMeta), nil
+}
+
+// lastWrite is the latest of an object's creationTimestamp and the times of
+// its managedFields entries.
+func lastWrite(meta metav1.ObjectMeta) time.Time {
+	latest := meta.CreationTimestamp.Time
+	for _, f := range meta.ManagedFields {
+		if f.Time != nil && f.Time.After(latest) {
+			latest = f.Time.Time
+		}
+	}
+	return latest
+}
+
+// query returns one Release per release name among the records of namespace
+// matching labels (equality only, as the drivers' Query), keeping those keep
+// accepts.
+func (m *Manager) query(ctx context.Context, namespace string, labels map[string]string, keep func(*Release) bool) ([]*Release, error) {
+	labels["owner"] = "helm"
+	recs, err := m.storage(namespace).Query(labels)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot read release records: %w", err)
+	}
+	return m.releases(ctx, namespace, recs, keep), nil
+}

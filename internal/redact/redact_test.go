@@ -1,0 +1,120 @@
+package redact
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"testing"
+)
+
+// namedValues stands for Helm's chartutil.Values, a named map type.
+type namedValues map[string]interface{}
+
+func TestString(t *testing.T) {
+	values := map[string]interface{}{
+		"password": "hunter22",
+		"short":    "abc",
+		"number":   12345,
+		"flag":     true,
+		"nested": map[string]interface{}{
+			"list":        []interface{}{"first-item", map[string]interface{}{"deep": "deep-secret"}},
+			"keyIsPublic": "x",
+		},
+		"strings":   []string{"from-a-string-slice"},
+		"stringMap": map[string]string{"k": "from-a-string-map"},
+		"named":     namedValues{"n": "from-a-named-map"},
+		"quote":     `say "hi"`,
+		"backslash": `C:\dir\file`,
+		"newline":   "line one\nline two",
+		"unicode":   "pässwörd",
+		"html":      "<tok&en>",
+		"long":      "password-with-pass-inside",
+		"inner":     "pass",
+		"left":      "abcd",
+		"right":     "cdefgh",
+		"pem":       "-----BEGIN KEY-----\nMIIEabcdefgh\n-----END KEY-----",
+		"repeat":    "abab",
+	}
+	r := New(values)
+	q := func(s string) string { return fmt.Sprintf("%q", s) }
+	js := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+	for _, tc := range []struct{ name, in, want string }{
+		{"plain", "token hunter22 here", "token *** here"},
+		{"twice", "hunter22/hunter22", "***/***"},
+		{"short strings stay", "abc is short", "abc is short"},
+		{"numbers and bools stay", "12345 true", "12345 true"},
+		{"map keys stay", "nested keyIsPublic stringMap", "nested keyIsPublic stringMap"},
+		{"nested list", "first-item deep-secret", "*** ***"},
+		{"string slice and map", "from-a-string-slice from-a-string-map", "*** ***"},
+		{"named map type", "from-a-named-map", "***"},
+		{"go quoted", "Invalid value: " + q(`say "hi"`), "Invalid value: \"***\""},
+		{"go quoted backslash", "Invalid value: " + q(`C:\dir\file`), "Invalid value: \"***\""},
+		{"go quoted newline", "Invalid value: " + q("line one\nline two"), "Invalid value: \"***\""},
+		{"go quoted ascii", fmt.Sprintf("%+q", "pässwörd"), "\"***\""},
+		{"raw unicode", "pässwörd", "***"},
+		{"json", `{"v":` + js(`say "hi"`) + `}`, `{"v":"***"}`},
+		{"json html escaped", `{"v":` + js("<tok&en>") + `}`, `{"v":"***"}`},
+		{"json unicode escaped", `"p\u00e4ssw\u00f6rd"`, `"***"`},
+		{"quoted twice", q("error: " + q(`say "hi"`)), q("error: \"***\"")},
+		{"json of go quoted", js("msg " + q("line one\nline two")), js("msg \"***\"")},
+		{"longer secret first", "password-with-pass-inside", "***"},
+		{"inner alone", "a pass b", "a *** b"},
+		{"overlapping secrets", "abcdefgh", "***"},
+		{"overlapping occurrences of one secret", "x ababab", "x ***"},
+		{"one line of a multi-line value", "yaml: line 2: MIIEabcdefgh", "yaml: line 2: ***"},
+		{"nothing to hide", "all fine", "all fine"},
+		{"empty", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := r.String(tc.in); got != tc.want {
+				t.Errorf("String(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNilAndEmpty(t *testing.T) {
+	var r *Redactor
+	if got := r.String("hunter22"); got != "hunter22" {
+		t.Errorf("nil Redactor String = %q", got)
+	}
+	err := errors.New("hunter22")
+	if got := r.Error(err); got != err {
+		t.Errorf("nil Redactor Error = %v", got)
+	}
+	if New().String("hunter22") != "hunter22" || New(nil).String("x hunter22") != "x hunter22" {
+		t.Error("a Redactor of no values must hide nothing")
+	}
+	if New(map[string]interface{}{"a": "hunter22"}).Error(nil) != nil {
+		t.Error("Error(nil) must be nil")
+	}
+}
+
+func TestError(t *testing.T) {
+	r := New(map[string]interface{}{"password": "hunter22"})
+	inner := &fs.PathError{Op: "open", Path: "/secret/hunter22", Err: fs.ErrNotExist}
+	err := fmt.Errorf("cannot read: %w", inner)
+
+	got := r.Error(err)
+	if strings.Contains(got.Error(), "hunter22") || got.Error() != "cannot read: open /secret/***: file does not exist" {
+		t.Errorf("Error() = %q", got.Error())
+	}
+	if !errors.Is(got, fs.ErrNotExist) {
+		t.Error("errors.Is must see through the redaction")
+	}
+	var pe *fs.PathError
+	if !errors.As(got, &pe) || pe != inner {
+		t.Error("errors.As must see through the redaction")
+	}
+	if errors.Unwrap(got) != err {
+		t.Error("Unwrap must return the original error")
+	}
+
+	plain := errors.New("nothing secret")
+	if r.Error(plain) != plain {
+		t.Error("an error with nothing to hide is returned as it is")
+	}
+}
