@@ -3,12 +3,14 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
@@ -24,6 +26,7 @@ import (
 // clusterFlags are the flags of every command that talks to the cluster.
 type clusterFlags struct {
 	kubeconfig, storageDriver string
+	instance                  string
 	helmTimeout               time.Duration
 	maxHistory                int
 }
@@ -31,6 +34,7 @@ type clusterFlags struct {
 func (c *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)")
 	fs.StringVar(&c.storageDriver, "storage-driver", helmops.DriverSecret, "Helm release storage: secret or configmap")
+	fs.StringVar(&c.instance, "instance", helmops.DefaultInstance, "name of this autox installation (a DNS-1123 label): it owns only the releases labelled with it, so several installations can share a namespace")
 	fs.DurationVar(&c.helmTimeout, "helm-timeout", 5*time.Minute, "bound of one Helm operation; a pending release older than this plus 30s is unlocked")
 	fs.IntVar(&c.maxHistory, "max-history", 10, "revisions kept per release")
 }
@@ -47,6 +51,9 @@ type clusterDeps struct {
 
 // connect builds the clients of a command that talks to the cluster.
 func (c *clusterFlags) connect(log zerolog.Logger) (*clusterDeps, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
 	rc, err := restConfig(c.kubeconfig)
 	if err != nil {
 		return nil, err
@@ -54,11 +61,19 @@ func (c *clusterFlags) connect(log zerolog.Logger) (*clusterDeps, error) {
 	return c.clients(rc, log)
 }
 
+// check validates the flags before anything connects.
+func (c *clusterFlags) check() error {
+	if errs := validation.IsDNS1123Label(c.instance); len(errs) > 0 {
+		return fmt.Errorf("invalid --instance %q: %s", c.instance, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
 // clients builds every client from rc: run builds them once per leadership
 // term from the term's fenced config.
 func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDeps, error) {
 	helm, err := helmops.New(helmops.Options{
-		RESTConfig: rc, StorageDriver: c.storageDriver, Timeout: c.helmTimeout, MaxHistory: c.maxHistory, Log: log,
+		RESTConfig: rc, StorageDriver: c.storageDriver, Instance: c.instance, Timeout: c.helmTimeout, MaxHistory: c.maxHistory, Log: log,
 	})
 	if err != nil {
 		return nil, err

@@ -64,11 +64,17 @@ func newListCommand() *cobra.Command {
 				return &exitError{1, err}
 			}
 			rels, err := deps.helm.ManagedReleases(cmd.Context(), namespaces)
-			if err != nil {
+			if err != nil && helmops.FailedNamespaces(err) == nil {
 				return &exitError{1, err}
 			}
-			rows := listRows(cfg, rels, orphans)
-			return printRows(cmd.OutOrStdout(), output, rows)
+			// Some namespaces could not be read: list the others, then fail.
+			if perr := printRows(cmd.OutOrStdout(), output, listRows(cfg, rels, orphans)); perr != nil {
+				return &exitError{1, perr}
+			}
+			if err != nil {
+				return &exitError{1, fmt.Errorf("the list is incomplete: %w", err)}
+			}
+			return nil
 		},
 	}
 	fs := cmd.Flags()

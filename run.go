@@ -71,7 +71,7 @@ func newRunCommand() *cobra.Command {
 	fs.DurationVar(&f.indexRefresh, "chart-index-refresh", 10*time.Minute, "how long a fetched repository index or resolved OCI tag is trusted before it is fetched again")
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect one writer among replicas with a Lease")
 	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", defaultLeaseNamespace(), "namespace of the leader election Lease")
-	fs.StringVar(&f.leaderElectID, "leader-election-id", "autox", "name of the leader election Lease")
+	fs.StringVar(&f.leaderElectID, "leader-election-id", "", "name of the leader election Lease (default: the --instance name)")
 	fs.DurationVar(&f.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before taking over")
 	fs.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader tries to renew before it gives up leading")
 	fs.DurationVar(&f.retryPeriod, "leader-election-retry-period", 2*time.Second, "period of acquire and renew attempts")
@@ -118,6 +118,12 @@ func run(cmd *cobra.Command, f *runFlags) error {
 	routeKlog(log)
 	if f.config == "" {
 		return &exitError{1, errors.New("--config is required")}
+	}
+	if err := f.clusterFlags.check(); err != nil {
+		return &exitError{1, err}
+	}
+	if f.leaderElectID == "" {
+		f.leaderElectID = f.instance
 	}
 	var live liveController
 	m := metrics.New(live.queueLen, func() float64 { return float64(apiRequests.Load()) })
@@ -209,7 +215,7 @@ func run(cmd *cobra.Command, f *runFlags) error {
 	}
 
 	log.Info().Str("config", f.config).Int("specs", len(cfg.Specs)).Strs("namespaces", cfg.Namespaces).
-		Str("version", version).Msg("autox starting")
+		Str("instance", f.instance).Str("version", version).Msg("autox starting")
 	// Watch returns only when ctx ends: without fsnotify it goes on with
 	// the periodic check alone.
 	watchDone := make(chan struct{})

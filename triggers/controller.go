@@ -67,7 +67,8 @@ type Controller struct {
 	ready    atomic.Bool
 
 	pass     passTracker
-	inFlight sync.Map // spec name -> time.Time its reconcile started
+	passes   atomic.Int64 // completed passes, for tests to wait on
+	inFlight sync.Map     // spec name -> time.Time its reconcile started
 }
 
 // Ready reports whether start-up cleanup is done, the workers run and every
@@ -191,6 +192,12 @@ func (c *Controller) cleanupOnStart(ctx, workCtx context.Context) {
 	backoff := wait.Backoff{Duration: c.opts.RetryBase, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: c.opts.RetryMax}
 	for {
 		specs, err := c.orphanSpecs(ctx)
+		if unread := helmops.FailedNamespaces(err); unread != nil {
+			// The namespaces that could be read are cleaned up now; the
+			// passes find the others' orphans once they can be read.
+			c.opts.Log.Error().Err(err).Msg("cannot list autox releases of some namespaces for start-up cleanup; cleaning up the others")
+			err = nil
+		}
 		if err == nil {
 			for _, name := range specs {
 				if ctx.Err() != nil {
@@ -232,6 +239,7 @@ func (c *Controller) runPass(ctx context.Context) {
 	names := cfg.SpecNames()
 	requestsBefore := c.requestCount()
 	c.pass.start(names, time.Now(), func(_ time.Time, took time.Duration) {
+		c.passes.Add(1)
 		c.opts.Log.Info().Int("specs", len(names)).Dur("duration", took).
 			Int64("apiRequests", c.requestCount()-requestsBefore).Msg("pass complete")
 		if c.opts.Metrics != nil {
@@ -249,14 +257,18 @@ func (c *Controller) runPass(ctx context.Context) {
 		c.queue.Add(name)
 	}
 	recs, err := c.opts.Inventory.Managed(ctx, gcNamespaces)
-	if err != nil {
+	unread := helmops.FailedNamespaces(err)
+	if err != nil && unread == nil {
 		c.opts.Log.Error().Err(err).Msg("cannot list autox release records; reconciling every spec in full")
 		for _, name := range names {
 			queue(name)
 		}
 		return
 	}
-	c.collectDropped(cfg, gcNamespaces, recs)
+	if err != nil {
+		c.opts.Log.Error().Err(err).Msg("cannot list autox release records of some namespaces; their specs get a full reconcile")
+	}
+	c.collectDropped(cfg, gcNamespaces, unread, recs)
 	if c.opts.Metrics != nil {
 		byStatus := map[string]int{}
 		for _, r := range recs {
@@ -275,7 +287,7 @@ func (c *Controller) runPass(ctx context.Context) {
 	for _, name := range names {
 		spec := cfg.Specs[name]
 		objects, listed := observed[informerKey{GVR: GVR(spec.Trigger), Namespace: spec.Trigger.Namespace}]
-		if listed && InSync(name, spec, objects[spec.Trigger.Name], bySpec[name], c.rec.ChartID) {
+		if listed && !usesAny(spec, unread) && InSync(name, spec, objects[spec.Trigger.Name], bySpec[name], c.rec.ChartID) {
 			c.pass.done(name)
 			continue
 		}
@@ -283,16 +295,26 @@ func (c *Controller) runPass(ctx context.Context) {
 	}
 }
 
-// collectDropped forgets the dropped namespaces a complete listing found
+// usesAny reports whether one of spec's releases lives in a namespace of set.
+func usesAny(spec *config.Spec, set map[string]bool) bool {
+	for _, rs := range spec.ReleaseSpecs {
+		if set[rs.Namespace] {
+			return true
+		}
+	}
+	return false
+}
+
+// collectDropped forgets the dropped namespaces a listing read and found
 // without releases of ours.
-func (c *Controller) collectDropped(cfg *config.Config, listed []string, recs []helmops.Record) {
+func (c *Controller) collectDropped(cfg *config.Config, listed []string, unread map[string]bool, recs []helmops.Record) {
 	used := map[string]bool{}
 	for _, r := range recs {
 		used[r.Namespace] = true
 	}
 	var empty []string
 	for _, ns := range listed {
-		if !cfg.Manages(ns) && !used[ns] {
+		if !cfg.Manages(ns) && !used[ns] && !unread[ns] {
 			empty = append(empty, ns)
 		}
 	}

@@ -2,6 +2,7 @@ package triggers
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,6 +36,8 @@ type harness struct {
 	stop   context.CancelFunc
 	done   chan error
 	charts string
+	// now is the reconciler's clock; nil means time.Now.
+	now func() time.Time
 }
 
 func newHarness(t *testing.T) *harness {
@@ -73,13 +76,29 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	log := zerolog.New(zerolog.NewTestWriter(h.t)).Level(zerolog.InfoLevel)
 	state := NewConfigState(cfg)
 	rec := &Reconciler{Helm: h.helm, Charts: helmops.LocalCharts{}, Triggers: TriggerReader{Client: meta},
-		State: state, StaleAfter: time.Minute + 30*time.Second, Now: time.Now, Log: log}
+		State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(), Log: log}
 	h.ctrl = NewController(Options{Reconciler: rec, State: state, Inventory: inv, Metadata: meta, Workers: 2, Resync: resync,
 		ShutdownTimeout: 30 * time.Second, RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Log: log})
 	ctx, cancel := context.WithCancel(context.Background())
 	h.stop, h.done = cancel, make(chan error, 1)
 	go func() { h.done <- h.ctrl.Run(ctx) }()
 	h.t.Cleanup(h.halt)
+}
+
+func (h *harness) clock() func() time.Time {
+	if h.now != nil {
+		return h.now
+	}
+	return time.Now
+}
+
+// waitPasses waits until n more passes over every spec have completed.
+func (h *harness) waitPasses(n int64) {
+	h.t.Helper()
+	target := h.ctrl.passes.Load() + n
+	testenv.Eventually(h.t, patience, fmt.Sprintf("%d more passes", n), func() (bool, error) {
+		return h.ctrl.passes.Load() >= target, nil
+	})
 }
 
 // halt stops the controller and waits for Run to return.

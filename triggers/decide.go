@@ -128,24 +128,32 @@ type Want struct {
 	Values       map[string]interface{}
 }
 
-// ClassifyRelease says what state rel is in relative to want. rel may be nil
+// ClassifyRelease says what state rel is in relative to want, for the
+// release spec (spec, releaseSpec) of autox instance instance. rel may be nil
 // (no release of that name). want may be nil when the trigger is not wanted;
 // then a managed deployed release is reported in sync (nothing to compare).
 // staleAfter is how old a pending release must be before it counts as left
-// behind by a dead process.
-func ClassifyRelease(rel *helmops.Release, spec, releaseSpec string, want *Want, now time.Time, staleAfter time.Duration) (ReleaseState, string, error) {
+// behind by a dead process; its age is the time since its record was last
+// written, and an unknown time means it may still be worked on.
+func ClassifyRelease(rel *helmops.Release, spec, releaseSpec, instance string, want *Want, now time.Time, staleAfter time.Duration) (ReleaseState, string, error) {
 	if rel == nil {
 		return ReleaseAbsent, "release not found", nil
 	}
+	if !rel.Managed() {
+		return ReleaseConflict, "a release of this name exists without autox labels; remove or rename it", nil
+	}
+	if rel.Instance != instance {
+		return ReleaseConflict, fmt.Sprintf("a release of this name belongs to autox instance %q", rel.Instance), nil
+	}
 	if rel.Spec != spec || rel.ReleaseSpec != releaseSpec {
-		if !rel.Managed() {
-			return ReleaseConflict, "a release of this name exists without autox labels; remove or rename it", nil
-		}
 		return ReleaseConflict, fmt.Sprintf("a release of this name belongs to spec %q, release spec %q", rel.Spec, rel.ReleaseSpec), nil
 	}
 	switch {
 	case rel.Status.IsPending() || rel.Status == release.StatusUninstalling:
-		age := now.Sub(rel.Updated)
+		if rel.Modified.IsZero() {
+			return ReleaseLocked, fmt.Sprintf("release is %s and when its record was last written is unknown", rel.Status), nil
+		}
+		age := now.Sub(rel.Modified)
 		if age < staleAfter {
 			return ReleaseLocked, fmt.Sprintf("release is %s since %s", rel.Status, age.Round(time.Second)), nil
 		}

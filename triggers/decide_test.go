@@ -66,7 +66,7 @@ func TestClassifyRelease(t *testing.T) {
 	rel := func(mut func(r *helmops.Release)) *helmops.Release {
 		r := &helmops.Release{Name: "s-r", Namespace: "default", Spec: "s", ReleaseSpec: "r", Revision: 3,
 			Status: release.StatusDeployed, ChartName: "hello", ChartVersion: "0.1.0",
-			Values: map[string]interface{}{"a": 1.0}, Updated: now.Add(-time.Hour), DeployedBefore: true, LastDeployedRevision: 3}
+			Values: map[string]interface{}{"a": 1.0}, Modified: now.Add(-time.Hour), Updated: now.Add(-2 * time.Hour), DeployedBefore: true, LastDeployedRevision: 3, Instance: "autox"}
 		if mut != nil {
 			mut(r)
 		}
@@ -81,6 +81,7 @@ func TestClassifyRelease(t *testing.T) {
 	}{
 		{"absent", nil, want, ReleaseAbsent, "not found"},
 		{"unlabelled", rel(func(r *helmops.Release) { r.Spec, r.ReleaseSpec = "", "" }), want, ReleaseConflict, "without autox labels"},
+		{"only the spec label", rel(func(r *helmops.Release) { r.ReleaseSpec = "" }), want, ReleaseConflict, "without autox labels"},
 		{"other spec", rel(func(r *helmops.Release) { r.Spec = "other" }), want, ReleaseConflict, `belongs to spec "other"`},
 		{"in sync", rel(nil), want, ReleaseInSync, "match"},
 		{"no want", rel(func(r *helmops.Release) { r.Values = nil }), nil, ReleaseInSync, "deployed"},
@@ -89,18 +90,23 @@ func TestClassifyRelease(t *testing.T) {
 		{"failed after deployed", rel(func(r *helmops.Release) { r.Status = release.StatusFailed }), want, ReleaseFailedAfterDeployed, "failed"},
 		{"failed never deployed", rel(func(r *helmops.Release) { r.Status, r.DeployedBefore = release.StatusFailed, false }), want, ReleaseFailedNeverDeployed, "none was deployed"},
 		{"pending young", rel(func(r *helmops.Release) {
-			r.Status, r.Updated = release.StatusPendingUpgrade, now.Add(-stale+time.Second)
+			r.Status, r.Modified = release.StatusPendingUpgrade, now.Add(-stale+time.Second)
 		}), want, ReleaseLocked, "pending-upgrade"},
 		{"pending upgrade stale", rel(func(r *helmops.Release) { r.Status = release.StatusPendingUpgrade }), want, ReleaseStaleUpgrade, "left pending-upgrade"},
 		{"pending rollback stale", rel(func(r *helmops.Release) { r.Status = release.StatusPendingRollback }), want, ReleaseStaleUpgrade, "left pending-rollback"},
 		{"pending upgrade stale never deployed", rel(func(r *helmops.Release) { r.Status, r.LastDeployedRevision = release.StatusPendingUpgrade, 0 }), want, ReleaseStaleInstall, "left"},
 		{"pending install stale", rel(func(r *helmops.Release) { r.Status = release.StatusPendingInstall }), want, ReleaseStaleInstall, "left pending-install"},
 		{"uninstalling stale", rel(func(r *helmops.Release) { r.Status = release.StatusUninstalling }), want, ReleaseStaleInstall, "left uninstalling"},
-		{"uninstalling young", rel(func(r *helmops.Release) { r.Status, r.Updated = release.StatusUninstalling, now }), want, ReleaseLocked, "uninstalling"},
+		{"uninstalling young", rel(func(r *helmops.Release) { r.Status, r.Modified = release.StatusUninstalling, now }), want, ReleaseLocked, "uninstalling"},
+		{"uninstalling, last written unknown", rel(func(r *helmops.Release) { r.Status, r.Modified = release.StatusUninstalling, time.Time{} }), want, ReleaseLocked, "unknown"},
+		{"pending, deployed long ago, record written just now", rel(func(r *helmops.Release) {
+			r.Status, r.Modified, r.Updated = release.StatusPendingUpgrade, now, now.Add(-24*time.Hour)
+		}), want, ReleaseLocked, "pending-upgrade"},
+		{"another instance's release", rel(func(r *helmops.Release) { r.Instance = "team-b" }), want, ReleaseConflict, `instance "team-b"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st, reason, err := ClassifyRelease(tc.rel, "s", "r", tc.want, now, stale)
+			st, reason, err := ClassifyRelease(tc.rel, "s", "r", "autox", tc.want, now, stale)
 			if err != nil {
 				t.Fatal(err)
 			}

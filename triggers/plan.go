@@ -14,10 +14,12 @@ import (
 // with removed release specs. It looks in every namespace garbage collection covers.
 func OrphanSpecs(ctx context.Context, inv *helmops.Inventory, state *ConfigState) ([]string, error) {
 	recs, err := inv.Managed(ctx, state.GCNamespaces())
-	if err != nil {
+	if err != nil && helmops.FailedNamespaces(err) == nil {
 		return nil, err
 	}
-	return orphanSpecsOf(state.Config(), recs), nil
+	// With some namespaces unreadable, the orphans of the others and the
+	// error naming the rest.
+	return orphanSpecsOf(state.Config(), recs), err
 }
 
 func orphanSpecsOf(cfg *config.Config, recs []helmops.Record) []string {
@@ -51,8 +53,12 @@ func Wanted(cfg *config.Config, spec, releaseSpec, namespace, name string) bool 
 func PlanAll(ctx context.Context, rec *Reconciler, inv *helmops.Inventory) ([]Step, error) {
 	cfg := rec.State.Config()
 	orphans, err := OrphanSpecs(ctx, inv, rec.State)
-	if err != nil {
+	if err != nil && helmops.FailedNamespaces(err) == nil {
 		return nil, err
+	}
+	var errs []error
+	if err != nil {
+		errs = append(errs, err) // the plan goes on for what could be read
 	}
 	names := cfg.SpecNames()
 	for _, o := range orphans {
@@ -61,7 +67,6 @@ func PlanAll(ctx context.Context, rec *Reconciler, inv *helmops.Inventory) ([]St
 		}
 	}
 	var steps []Step
-	var errs []error
 	for _, name := range names {
 		s, err := rec.Plan(ctx, name)
 		steps = append(steps, s...)

@@ -27,6 +27,8 @@ type Helm interface {
 	Reinstall(ctx context.Context, d helmops.Desired) (int, error)
 	Uninstall(ctx context.Context, namespace, name string, hide *redact.Redactor) error
 	Rollback(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor) error
+	// Instance is the autox instance whose releases these are.
+	Instance() string
 }
 
 // Triggers reads trigger objects live.
@@ -50,6 +52,9 @@ type Step struct {
 	chartRef   config.Chart
 	rollbackTo int
 	trigger    *corev1.ObjectReference
+	// hide redacts the values of this release (desired and current) from
+	// every error text of its operation.
+	hide *redact.Redactor
 }
 
 // Changes reports whether the step would make a Helm write.
@@ -119,8 +124,11 @@ var ErrStepFailed = errors.New("release step failed")
 func (r *Reconciler) Plan(ctx context.Context, specName string) ([]Step, error) {
 	cfg := r.State.Config()
 	spec := cfg.Specs[specName]
+	// A namespace whose records cannot be read fails the release specs
+	// that live there; the others are decided from what could be read.
 	current, err := r.Helm.SpecReleases(ctx, r.State.GCNamespaces(), specName)
-	if err != nil {
+	unread := helmops.FailedNamespaces(err)
+	if err != nil && unread == nil {
 		return nil, fmt.Errorf("cannot read releases of spec %s: %w", specName, err)
 	}
 
@@ -153,25 +161,35 @@ func (r *Reconciler) Plan(ctx context.Context, specName string) ([]Step, error) 
 				reason = "release spec now wants " + rs.Namespace + "/" + rs.ReleaseName
 			}
 		}
-		relState, stateReason, _ := ClassifyRelease(rel, rel.Spec, rel.ReleaseSpec, nil, r.Now(), r.StaleAfter)
+		relState, stateReason, _ := ClassifyRelease(rel, rel.Spec, rel.ReleaseSpec, r.Helm.Instance(), nil, r.Now(), r.StaleAfter)
 		action := Decide(TriggerSpecRemoved, relState, config.OnChangeUpgrade)
 		if action == ActionWait {
 			reason = stateReason
 		}
 		steps = append(steps, Step{Action: action, Spec: specName, ReleaseSpec: rel.ReleaseSpec, Release: rel.Name,
-			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision})
+			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, hide: redact.New(userValues(rel.Values))})
 	}
 	if spec == nil {
-		return steps, nil
+		if len(unread) > 0 {
+			// Releases of the removed spec may remain there: retry.
+			errs = append(errs, fmt.Errorf("%w: %w", ErrStepFailed, err))
+		}
+		return steps, errors.Join(errs...)
 	}
 
 	for _, id := range spec.ReleaseSpecIDs() {
 		rs := spec.ReleaseSpecs[id]
-		step, err := r.planReleaseSpec(ctx, specName, id, rs, spec.Trigger, state, triggerReason, obs, current)
-		if err != nil {
-			err = fmt.Errorf("%w: release spec %s (release %s/%s): %w", ErrStepFailed, id, rs.Namespace, rs.ReleaseName, err)
-			errs = append(errs, err)
-			r.event(obs.Ref, corev1.EventTypeWarning, "ReleaseFailed", "%s", err.Error())
+		var step Step
+		var stepErr error
+		if unread[rs.Namespace] {
+			stepErr = fmt.Errorf("cannot read the release records of namespace %s: %w", rs.Namespace, err)
+		} else {
+			step, stepErr = r.planReleaseSpec(ctx, specName, id, rs, spec.Trigger, state, triggerReason, obs, current)
+		}
+		if stepErr != nil {
+			stepErr = fmt.Errorf("%w: release spec %s (release %s/%s): %w", ErrStepFailed, id, rs.Namespace, rs.ReleaseName, step.hide.Error(stepErr))
+			errs = append(errs, stepErr)
+			r.event(obs.Ref, corev1.EventTypeWarning, "ReleaseFailed", "%s", stepErr.Error())
 			continue
 		}
 		step.trigger = obs.Ref
@@ -180,9 +198,26 @@ func (r *Reconciler) Plan(ctx context.Context, specName string) ([]Step, error) 
 	return steps, errors.Join(errs...)
 }
 
+// userValues are the values of a release that may be secret: the user's,
+// without the `autox` key, which holds only the trigger's identity and labels
+// (redacting those would blank the namespace and names out of every message).
+func userValues(values map[string]interface{}) map[string]interface{} {
+	if _, ok := values[config.InjectedValuesKey]; !ok {
+		return values
+	}
+	out := make(map[string]interface{}, len(values))
+	for k, v := range values {
+		if k != config.InjectedValuesKey {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 func (r *Reconciler) planReleaseSpec(ctx context.Context, specName, id string, rs *config.ReleaseSpec, trig config.Trigger,
 	state TriggerState, triggerReason string, obs Observation, current []*helmops.Release) (Step, error) {
-	step := Step{Spec: specName, ReleaseSpec: id, Release: rs.ReleaseName, Namespace: rs.Namespace}
+	step := Step{Spec: specName, ReleaseSpec: id, Release: rs.ReleaseName, Namespace: rs.Namespace,
+		hide: redact.New(rs.Values)}
 
 	var rel *helmops.Release
 	for _, c := range current {
@@ -191,7 +226,8 @@ func (r *Reconciler) planReleaseSpec(ctx context.Context, specName, id string, r
 		}
 	}
 	if rel == nil {
-		// Not ours under this spec: is the name taken by someone else?
+		// Not ours under this spec: is the name taken by someone else
+		// (another tool, spec or autox instance)?
 		other, err := r.Helm.Lookup(ctx, rs.Namespace, rs.ReleaseName)
 		if err != nil {
 			return step, err
@@ -201,13 +237,15 @@ func (r *Reconciler) planReleaseSpec(ctx context.Context, specName, id string, r
 	if rel != nil {
 		step.Revision = rel.Revision
 		step.rollbackTo = rel.LastDeployedRevision
+		// An error may quote the running release's values as well as the new ones.
+		step.hide = redact.New(rs.Values, userValues(rel.Values))
 	}
 
 	var want *Want
 	if state.Wanted() {
 		values := DesiredValues(rs, trig, obs.Labels)
 		want = &Want{Spec: specName, ReleaseSpec: id, ChartName: rs.Chart.Name, ChartVersion: rs.Chart.Version, Values: values}
-		step.desired = &helmops.Desired{Spec: specName, ReleaseSpec: id, Name: rs.ReleaseName, Namespace: rs.Namespace, Values: values}
+		step.desired = &helmops.Desired{Spec: specName, ReleaseSpec: id, Name: rs.ReleaseName, Namespace: rs.Namespace, Values: values, Redact: step.hide}
 		step.chartRef = rs.Chart
 		if rs.Chart.Path != "" {
 			// Only a local chart must be read to learn its name and version;
@@ -231,7 +269,7 @@ func (r *Reconciler) planReleaseSpec(ctx context.Context, specName, id string, r
 			step.desired.Revision = rel.Revision + 1
 		}
 	}
-	relState, relReason, err := ClassifyRelease(rel, specName, id, want, r.Now(), r.StaleAfter)
+	relState, relReason, err := ClassifyRelease(rel, specName, id, r.Helm.Instance(), want, r.Now(), r.StaleAfter)
 	if err != nil {
 		return step, err
 	}
@@ -318,14 +356,17 @@ func (r *Reconciler) apply(ctx context.Context, s Step) error {
 	case ActionInstall, ActionUpgrade, ActionReinstall:
 		rev, err = r.install(ctx, s)
 	case ActionUninstall:
-		err = r.Helm.Uninstall(ctx, s.Namespace, s.Release, nil)
+		err = r.Helm.Uninstall(ctx, s.Namespace, s.Release, s.hide)
 		rev = s.Revision
 	case ActionRollback:
-		err = r.Helm.Rollback(ctx, s.Namespace, s.Release, s.rollbackTo, nil)
+		err = r.Helm.Rollback(ctx, s.Namespace, s.Release, s.rollbackTo, s.hide)
 		rev = s.Revision + 1
 	default:
 		return fmt.Errorf("unknown action %q", s.Action)
 	}
+	// helmops redacts its own errors; a chart load or anything else on the
+	// way is redacted here, before the log and the Event see it.
+	err = s.hide.Error(err)
 	ev := log.Info()
 	if err != nil {
 		ev = log.Error().Err(err)

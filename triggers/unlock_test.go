@@ -24,6 +24,10 @@ specs:
 
 // TestUnlockStalePendingReleases leaves releases pending as a killed process
 // would, then checks autox recovers the stale ones and leaves the young one.
+// A release's age is the time since its record was last written, as the API
+// server recorded it, so ages cannot be faked: the records are written a few
+// seconds apart and the reconciler's clock is frozen between the two
+// moments, one stale age after the first writes.
 func TestUnlockStalePendingReleases(t *testing.T) {
 	h := newHarness(t)
 	h.deployment("web", v("1.0.0"))
@@ -35,22 +39,23 @@ func TestUnlockStalePendingReleases(t *testing.T) {
 	h.halt()
 
 	store := driver.NewSecrets(cluster.Client.CoreV1().Secrets(h.ns))
-	old := helmtime.Time{Time: time.Now().Add(-time.Hour)}
 	// A killed upgrade: revision 2 pending-upgrade, revision 1 still deployed.
-	pendingRevision := func(name string, at helmtime.Time) {
+	// LastDeployed is long ago: it must not count.
+	longAgo := helmtime.Time{Time: time.Now().Add(-24 * time.Hour)}
+	pendingRevision := func(name string) {
 		rel, err := store.Get("sh.helm.release.v1." + name + ".v1")
 		if err != nil {
 			t.Fatal(err)
 		}
 		rel.Version = 2
 		rel.Info.Status = release.StatusPendingUpgrade
-		rel.Info.LastDeployed = at
+		rel.Info.LastDeployed = longAgo
 		if err := store.Create("sh.helm.release.v1."+name+".v2", rel); err != nil {
 			t.Fatal(err)
 		}
 	}
-	pendingRevision("web-upgrading", old)
-	pendingRevision("web-young", helmtime.Time{Time: time.Now()})
+	oldWrites := time.Now()
+	pendingRevision("web-upgrading")
 	// A killed install: the only revision pending-install.
 	inst, err := store.Get("sh.helm.release.v1.web-installing.v1")
 	if err != nil {
@@ -58,17 +63,24 @@ func TestUnlockStalePendingReleases(t *testing.T) {
 	}
 	firstInstall := inst.Info.FirstDeployed.Time
 	inst.Info.Status = release.StatusPendingInstall
-	inst.Info.LastDeployed = old
+	inst.Info.LastDeployed = longAgo
 	if err := store.Update("sh.helm.release.v1.web-installing.v1", inst); err != nil {
 		t.Fatal(err)
 	}
+	// The API server records write times in whole seconds: 3s apart keeps
+	// the two groups of records on either side of the frozen clock.
+	time.Sleep(3 * time.Second)
+	pendingRevision("web-young")
 
+	const staleAfter = time.Minute + 30*time.Second // the harness's
+	frozen := oldWrites.Add(staleAfter + 1500*time.Millisecond)
+	h.now = func() time.Time { return frozen }
 	h.start(cfg, 300*time.Millisecond)
 	h.waitRelease("web-upgrading", "rolled back to its deployed revision", deployedAt(3))
 	h.waitRelease("web-installing", "reinstalled", func(r *helmops.Release) bool {
 		return r != nil && r.Status == release.StatusDeployed && r.Revision == 1 && r.FirstDeployed.After(firstInstall)
 	})
-	time.Sleep(2 * time.Second) // several passes
+	h.waitPasses(3)
 	if r := h.release("web-young"); r.Status != release.StatusPendingUpgrade || r.Revision != 2 {
 		t.Errorf("a young pending release was touched: %+v", r)
 	}
