@@ -228,6 +228,8 @@ func run(cmd *cobra.Command, f *runFlags) error {
 		<-watchDone
 	}()
 
+	// Failing specs keep their backoff from one leadership term to the next.
+	backoff := triggers.NewBackoff(0, 0)
 	// lead runs one leadership term: everything it builds writes through
 	// the term's fenced clients, so nothing it started can write after the
 	// term has ended.
@@ -245,7 +247,8 @@ func run(cmd *cobra.Command, f *runFlags) error {
 			rec.Events = events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"})
 			return triggers.NewController(triggers.Options{
 				Reconciler: rec, State: state, Inventory: deps.inv, Metadata: deps.meta, Workers: f.workers, Resync: f.resync,
-				ShutdownTimeout: f.shutdownTimeout, Metrics: m, RequestCount: apiRequests.Load, Log: log, Fenced: term.Done(),
+				ShutdownTimeout: f.shutdownTimeout, Metrics: m, RequestCount: apiRequests.Load, Log: log,
+				Backoff: backoff, Fenced: term.Done(),
 			})
 		})
 		defer live.detach()

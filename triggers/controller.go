@@ -38,6 +38,11 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// RetryBase and RetryMax bound the per-spec backoff after an error.
 	RetryBase, RetryMax time.Duration
+	// Backoff holds the per-spec retry delays. Share one across the
+	// controllers of successive leadership terms, so that a term that ends
+	// and a new one that starts do not retry failing specs at once; nil
+	// makes one from RetryBase and RetryMax.
+	Backoff *Backoff
 	// Fenced, if set, is closed when the leadership term this controller
 	// works for has ended: running reconciles are cancelled at once, since
 	// their writes are refused anyway, and nothing new starts.
@@ -56,11 +61,7 @@ type Controller struct {
 	state     *ConfigState
 	queue     workqueue.TypedDelayingInterface[string]
 	informers *informerSet
-	// limiter and retryAt implement the per-spec backoff: a failed spec is
-	// queued again after limiter's delay, and the periodic pass leaves it
-	// alone until retryAt (events and config changes still queue it at once).
-	limiter workqueue.TypedRateLimiter[string]
-	retryAt sync.Map // spec name -> time.Time
+	backoff   *Backoff
 
 	index    atomic.Pointer[triggerIndex]
 	stopping atomic.Bool
@@ -90,8 +91,10 @@ func NewController(opts Options) *Controller {
 	if opts.RetryMax <= 0 {
 		opts.RetryMax = 5 * time.Minute
 	}
-	c := &Controller{opts: opts, rec: opts.Reconciler, state: opts.State,
-		limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.RetryBase, opts.RetryMax)}
+	if opts.Backoff == nil {
+		opts.Backoff = NewBackoff(opts.RetryBase, opts.RetryMax)
+	}
+	c := &Controller{opts: opts, rec: opts.Reconciler, state: opts.State, backoff: opts.Backoff}
 	c.queue = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "autox"})
 	c.informers = newInformerSet(opts.Metadata, c.onTriggerEvent, opts.Log)
 	c.index.Store(buildIndex(c.Config()))
@@ -106,6 +109,13 @@ func (c *Controller) Config() *config.Config { return c.state.Config() }
 // spec, lets running reconciles finish (up to ShutdownTimeout) and returns.
 // When Fenced closes, running reconciles are cancelled at once.
 func (c *Controller) Run(ctx context.Context) error {
+	// From the stop on, no worker starts a reconcile, whatever is queued.
+	stopStopping := context.AfterFunc(ctx, func() { c.stopping.Store(true) })
+	defer stopStopping()
+	// Whichever way Run returns, the queue and the informers (a config
+	// applied during start-up cleanup may have started some) end with it.
+	defer c.informers.stopAll()
+	defer c.queue.ShutDown()
 	// Helm operations run on their own context: a stop must not cut a chart
 	// group in half. It is cancelled only when the shutdown timeout runs out,
 	// or when the term is fenced.
@@ -153,10 +163,8 @@ loop:
 	}
 
 	c.opts.Log.Info().Msg("stopping: no new reconcile starts, waiting for running ones")
-	c.stopping.Store(true)
 	c.queue.ShutDown()
 	workers.Wait()
-	c.informers.stopAll()
 	return nil
 }
 
@@ -237,6 +245,9 @@ func (c *Controller) runPass(ctx context.Context) {
 	cfg := c.Config()
 	gcNamespaces := c.state.GCNamespaces()
 	names := cfg.SpecNames()
+	// What the listing below can speak for: nothing a reconcile still
+	// running under an older config may write later.
+	safeSince := c.oldestInFlight(time.Now())
 	requestsBefore := c.requestCount()
 	c.pass.start(names, time.Now(), func(_ time.Time, took time.Duration) {
 		c.passes.Add(1)
@@ -257,6 +268,9 @@ func (c *Controller) runPass(ctx context.Context) {
 		c.queue.Add(name)
 	}
 	recs, err := c.opts.Inventory.Managed(ctx, gcNamespaces)
+	if ctx.Err() != nil {
+		return // stopping: a failed read is no reason to queue anything
+	}
 	unread := helmops.FailedNamespaces(err)
 	if err != nil && unread == nil {
 		c.opts.Log.Error().Err(err).Msg("cannot list autox release records; reconciling every spec in full")
@@ -268,7 +282,7 @@ func (c *Controller) runPass(ctx context.Context) {
 	if err != nil {
 		c.opts.Log.Error().Err(err).Msg("cannot list autox release records of some namespaces; their specs get a full reconcile")
 	}
-	c.collectDropped(cfg, gcNamespaces, unread, recs)
+	c.collectDropped(cfg, gcNamespaces, unread, recs, safeSince)
 	if c.opts.Metrics != nil {
 		byStatus := map[string]int{}
 		for _, r := range recs {
@@ -284,6 +298,9 @@ func (c *Controller) runPass(ctx context.Context) {
 		bySpec[r.Spec] = append(bySpec[r.Spec], r)
 	}
 	observed := c.listTriggers(ctx, cfg)
+	if ctx.Err() != nil {
+		return
+	}
 	for _, name := range names {
 		spec := cfg.Specs[name]
 		objects, listed := observed[informerKey{GVR: GVR(spec.Trigger), Namespace: spec.Trigger.Namespace}]
@@ -307,7 +324,7 @@ func usesAny(spec *config.Spec, set map[string]bool) bool {
 
 // collectDropped forgets the dropped namespaces a listing read and found
 // without releases of ours.
-func (c *Controller) collectDropped(cfg *config.Config, listed []string, unread map[string]bool, recs []helmops.Record) {
+func (c *Controller) collectDropped(cfg *config.Config, listed []string, unread map[string]bool, recs []helmops.Record, safeSince time.Time) {
 	used := map[string]bool{}
 	for _, r := range recs {
 		used[r.Namespace] = true
@@ -318,24 +335,64 @@ func (c *Controller) collectDropped(cfg *config.Config, listed []string, unread 
 			empty = append(empty, ns)
 		}
 	}
-	c.state.Collected(empty)
+	c.state.Collected(empty, safeSince)
+}
+
+// oldestInFlight is when the oldest running reconcile started, or now.
+func (c *Controller) oldestInFlight(now time.Time) time.Time {
+	oldest := now
+	c.inFlight.Range(func(_, v any) bool {
+		if t := v.(time.Time); t.Before(oldest) {
+			oldest = t
+		}
+		return true
+	})
+	return oldest
 }
 
 // retryLater queues a failed spec again after its backoff.
 func (c *Controller) retryLater(name string) {
-	d := c.limiter.When(name)
-	c.retryAt.Store(name, time.Now().Add(d))
-	c.queue.AddAfter(name, d)
+	c.queue.AddAfter(name, c.backoff.failed(name, time.Now()))
 }
 
 // forget ends a spec's backoff after a successful reconcile.
-func (c *Controller) forget(name string) {
-	c.limiter.Forget(name)
-	c.retryAt.Delete(name)
+func (c *Controller) forget(name string) { c.backoff.succeeded(name) }
+
+func (c *Controller) inBackoff(name string, now time.Time) bool { return c.backoff.waiting(name, now) }
+
+// Backoff is the capped exponential retry delay of each failing spec, and
+// when its next retry is due. The periodic pass leaves a spec alone until
+// then; events and config changes still reconcile it at once.
+type Backoff struct {
+	limiter workqueue.TypedRateLimiter[string]
+	retryAt sync.Map // spec name -> time.Time
 }
 
-func (c *Controller) inBackoff(name string, now time.Time) bool {
-	v, ok := c.retryAt.Load(name)
+// NewBackoff returns a Backoff whose delays start at base and double up to max.
+func NewBackoff(base, max time.Duration) *Backoff {
+	if base <= 0 {
+		base = time.Second
+	}
+	if max <= 0 {
+		max = 5 * time.Minute
+	}
+	return &Backoff{limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](base, max)}
+}
+
+// failed records a failure and returns the delay before the retry.
+func (b *Backoff) failed(name string, now time.Time) time.Duration {
+	d := b.limiter.When(name)
+	b.retryAt.Store(name, now.Add(d))
+	return d
+}
+
+func (b *Backoff) succeeded(name string) {
+	b.limiter.Forget(name)
+	b.retryAt.Delete(name)
+}
+
+func (b *Backoff) waiting(name string, now time.Time) bool {
+	v, ok := b.retryAt.Load(name)
 	return ok && now.Before(v.(time.Time))
 }
 

@@ -126,15 +126,16 @@ func (r *Reconciler) Plan(ctx context.Context, specName string) ([]Step, error) 
 	spec := cfg.Specs[specName]
 	// A namespace whose records cannot be read fails the release specs
 	// that live there; the others are decided from what could be read.
-	current, err := r.Helm.SpecReleases(ctx, r.State.GCNamespaces(), specName)
-	unread := helmops.FailedNamespaces(err)
-	if err != nil && unread == nil {
-		return nil, fmt.Errorf("cannot read releases of spec %s: %w", specName, err)
+	current, readErr := r.Helm.SpecReleases(ctx, r.State.GCNamespaces(), specName)
+	unread := helmops.FailedNamespaces(readErr)
+	if readErr != nil && unread == nil {
+		return nil, fmt.Errorf("cannot read releases of spec %s: %w", specName, readErr)
 	}
 
 	state, triggerReason := TriggerSpecRemoved, "spec removed from config"
 	var obs Observation
 	if spec != nil {
+		var err error
 		obs, err = r.Triggers.Get(ctx, spec.Trigger)
 		if err != nil {
 			return nil, err
@@ -172,7 +173,7 @@ func (r *Reconciler) Plan(ctx context.Context, specName string) ([]Step, error) 
 	if spec == nil {
 		if len(unread) > 0 {
 			// Releases of the removed spec may remain there: retry.
-			errs = append(errs, fmt.Errorf("%w: %w", ErrStepFailed, err))
+			errs = append(errs, fmt.Errorf("%w: %w", ErrStepFailed, readErr))
 		}
 		return steps, errors.Join(errs...)
 	}
@@ -182,7 +183,7 @@ func (r *Reconciler) Plan(ctx context.Context, specName string) ([]Step, error) 
 		var step Step
 		var stepErr error
 		if unread[rs.Namespace] {
-			stepErr = fmt.Errorf("cannot read the release records of namespace %s: %w", rs.Namespace, err)
+			stepErr = fmt.Errorf("cannot read the release records of namespace %s: %w", rs.Namespace, readErr)
 		} else {
 			step, stepErr = r.planReleaseSpec(ctx, specName, id, rs, spec.Trigger, state, triggerReason, obs, current)
 		}
@@ -311,6 +312,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, specName string) error {
 	}
 	errs := []error{planErr}
 	for _, s := range steps {
+		if ctx.Err() != nil {
+			// Cancelled past the shutdown timeout or by a fenced term: start
+			// no further Helm operation.
+			errs = append(errs, fmt.Errorf("release %s/%s not changed: %w", s.Namespace, s.Release, ctx.Err()))
+			break
+		}
 		if err := r.apply(ctx, s); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %w", ErrStepFailed, err))
 		}

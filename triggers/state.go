@@ -3,6 +3,7 @@ package triggers
 import (
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/autox-dev/autox/config"
 )
@@ -13,14 +14,16 @@ import (
 // dropped namespace stays in scope until a pass finds none of ours in it.
 // It is shared by the Reconciler and the Controller and safe for concurrent use.
 type ConfigState struct {
-	mu      sync.Mutex
-	cfg     *config.Config
-	dropped map[string]bool
+	mu  sync.Mutex
+	cfg *config.Config
+	// dropped maps a dropped namespace to when it was dropped.
+	dropped map[string]time.Time
+	now     func() time.Time
 }
 
 // NewConfigState starts with cfg in force.
 func NewConfigState(cfg *config.Config) *ConfigState {
-	return &ConfigState{cfg: cfg, dropped: map[string]bool{}}
+	return &ConfigState{cfg: cfg, dropped: map[string]time.Time{}, now: time.Now}
 }
 
 // Config returns the config in force.
@@ -37,7 +40,7 @@ func (s *ConfigState) Apply(cfg *config.Config) *config.Config {
 	old := s.cfg
 	for _, ns := range old.Namespaces {
 		if !cfg.Manages(ns) {
-			s.dropped[ns] = true
+			s.dropped[ns] = s.now()
 		}
 	}
 	for _, ns := range cfg.Namespaces {
@@ -61,12 +64,16 @@ func (s *ConfigState) GCNamespaces() []string {
 	return append(out, extra...)
 }
 
-// Collected forgets dropped namespaces that a complete listing found without
-// releases of ours.
-func (s *ConfigState) Collected(empty []string) {
+// Collected forgets dropped namespaces that a listing found without releases
+// of ours. safeSince is the earliest moment the listing can speak for: a
+// namespace dropped after it may still get a release from a reconcile that
+// began under the old config, so it stays.
+func (s *ConfigState) Collected(empty []string, safeSince time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ns := range empty {
-		delete(s.dropped, ns)
+		if at, ok := s.dropped[ns]; ok && at.Before(safeSince) {
+			delete(s.dropped, ns)
+		}
 	}
 }

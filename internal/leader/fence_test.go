@@ -1,6 +1,7 @@
 package leader
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -8,6 +9,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
 type closeTracker struct {
@@ -66,5 +70,60 @@ func TestTermRefusesWritesOnceEnded(t *testing.T) {
 	}
 	if refused.Load() != 4 {
 		t.Errorf("%d refusals counted, want 4", refused.Load())
+	}
+}
+
+// fakeLock is a resourcelock.Interface that serves one record.
+type fakeLock struct {
+	holder  string
+	updates int
+}
+
+func (f *fakeLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	return &resourcelock.LeaderElectionRecord{HolderIdentity: f.holder}, []byte(f.holder), nil
+}
+func (f *fakeLock) Create(context.Context, resourcelock.LeaderElectionRecord) error { return nil }
+func (f *fakeLock) Update(_ context.Context, r resourcelock.LeaderElectionRecord) error {
+	f.updates++
+	f.holder = r.HolderIdentity
+	return nil
+}
+func (f *fakeLock) RecordEvent(string) {}
+func (f *fakeLock) Identity() string   { return "me" }
+func (f *fakeLock) Describe() string   { return "fake" }
+
+// TestReleaseOnlyWhatIsOurs: client-go releases a Lease it believes it holds
+// right after reading it; if that read shows another holder, the release must
+// not clear that holder's Lease.
+func TestReleaseOnlyWhatIsOurs(t *testing.T) {
+	inner := &fakeLock{holder: "other"}
+	l := &watchedLock{Interface: inner, term: NewTerm(nil), renewDeadline: time.Second}
+	ctx := context.Background()
+	if _, _, err := l.Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Update(ctx, resourcelock.LeaderElectionRecord{}); !errors.Is(err, errNotOurs) {
+		t.Fatalf("release over another holder: %v, want errNotOurs", err)
+	}
+	if inner.updates != 0 || inner.holder != "other" {
+		t.Fatalf("the other holder's Lease was written: %+v", inner)
+	}
+	inner.holder = "me"
+	if _, _, err := l.Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Update(ctx, resourcelock.LeaderElectionRecord{}); err != nil || inner.holder != "" {
+		t.Fatalf("release of our own Lease: %v, holder %q", err, inner.holder)
+	}
+}
+
+// TestLeaderTimingsNeedAMargin: a lease duration that (in whole seconds)
+// does not exceed the renew deadline would let a standby lead before this
+// process fences.
+func TestLeaderTimingsNeedAMargin(t *testing.T) {
+	err := Run(context.Background(), Options{LeaseDuration: 10900 * time.Millisecond, RenewDeadline: 10 * time.Second},
+		func(context.Context, *Term) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "must exceed the renew deadline") {
+		t.Fatalf("Run with lease 10.9s, renew 10s: %v", err)
 	}
 }

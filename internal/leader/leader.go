@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -66,6 +67,13 @@ func Run(ctx context.Context, opts Options, lead Lead) error {
 	}
 	if opts.RetryPeriod <= 0 {
 		opts.RetryPeriod = 2 * time.Second
+	}
+	// The Lease stores whole seconds: a standby waits that long after the
+	// last renewal it saw, and this process fences RenewDeadline after its
+	// last renewal. The difference is the margin that keeps the two apart.
+	if leaseSeconds := opts.LeaseDuration.Truncate(time.Second); leaseSeconds-opts.RenewDeadline < time.Second {
+		return fmt.Errorf("the leader election lease duration (%s, stored as %s) must exceed the renew deadline (%s) by at least 1s",
+			opts.LeaseDuration, leaseSeconds, opts.RenewDeadline)
 	}
 	id, err := identity()
 	if err != nil {
@@ -185,15 +193,18 @@ type watchedLock struct {
 	lastRenew time.Time
 	leading   bool
 	timer     *time.Timer
+	// seenHolder is the holder the last Get read.
+	seenHolder string
 }
 
 func (l *watchedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	rec, raw, err := l.Interface.Get(ctx)
-	if err == nil && rec != nil && rec.HolderIdentity != l.Identity() {
+	if err == nil && rec != nil {
 		l.mu.Lock()
+		l.seenHolder = rec.HolderIdentity
 		leading := l.leading
 		l.mu.Unlock()
-		if leading {
+		if leading && rec.HolderIdentity != l.Identity() {
 			l.term.End()
 		}
 	}
@@ -209,7 +220,22 @@ func (l *watchedLock) Create(ctx context.Context, rec resourcelock.LeaderElectio
 	return err
 }
 
+// errNotOurs refuses to release a Lease another process holds.
+var errNotOurs = errors.New("not releasing the Lease: the last read names another holder")
+
 func (l *watchedLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	if rec.HolderIdentity == "" {
+		// A release. client-go reads the Lease first but still believes it
+		// leads if it never saw the takeover; writing now would clear the
+		// new leader's Lease (the update is conditional on what the Get
+		// read) and let two processes lead. Release only what is ours.
+		l.mu.Lock()
+		ours := l.seenHolder == l.Identity()
+		l.mu.Unlock()
+		if !ours {
+			return errNotOurs
+		}
+	}
 	start := time.Now()
 	err := l.Interface.Update(ctx, rec)
 	// A release writes an empty holder: that is no renewal.
