@@ -167,8 +167,9 @@ func (r *Reconciler) Plan(ctx context.Context, specName string) ([]Step, error) 
 		if action == ActionWait {
 			reason = stateReason
 		}
+		// The trigger, when it exists, gets the Event of the removal too.
 		steps = append(steps, Step{Action: action, Spec: specName, ReleaseSpec: rel.ReleaseSpec, Release: rel.Name,
-			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, hide: redact.New(userValues(rel.Values))})
+			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, hide: redact.New(userValues(rel.Values)), trigger: obs.Ref})
 	}
 	if spec == nil {
 		if len(unread) > 0 {
