@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		if autox, err = testenv.BuildAutox(dir, "e2e"); err != nil {
+		if autox, err = testenv.BuildAutox(dir, "e2e", testenv.RaceDetector); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

@@ -181,7 +181,7 @@ func TestUpgradeOfAutoxMakesNoWrites(t *testing.T) {
 	p.Stop(patience)
 
 	dir := t.TempDir()
-	v2, err := testenv.BuildAutox(dir, "e2e-v2")
+	v2, err := testenv.BuildAutox(dir, "e2e-v2", testenv.RaceDetector)
 	if err != nil {
 		t.Fatal(err)
 	}
