@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
 	"helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -37,7 +38,11 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		return testenv.RunMain(m, &cluster)
+		return testenv.RunMainNoLeaks(m, &cluster,
+			// The OCI registry (distribution/v3) starts its notification
+			// broadcaster in NewRegistry and never closes it: Shutdown
+			// stops the HTTP server only, and the broadcaster is unexported.
+			goleak.IgnoreTopFunction("github.com/docker/go-events.(*Broadcaster).run"))
 	}())
 }
 

@@ -21,7 +21,7 @@ import (
 
 var cluster *testenv.Cluster
 
-func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, &cluster)) }
+func TestMain(m *testing.M) { os.Exit(testenv.RunMainNoLeaks(m, &cluster)) }
 
 const patience = 60 * time.Second // a bound for a broken build, not a performance goal
 

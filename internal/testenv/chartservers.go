@@ -29,6 +29,7 @@ import (
 	_ "github.com/distribution/distribution/v3/registry/auth/htpasswd"           // registers the htpasswd access controller
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/inmemory" // registers the inmemory storage driver
 	"github.com/sirupsen/logrus"
+	"go.opentelemetry.io/otel"
 	"golang.org/x/crypto/bcrypt"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -212,7 +213,10 @@ type OCIRegistry struct {
 	User     string
 	Password string
 	ca       *CA
+	tracing  shutdowner
 }
+
+type shutdowner interface{ Shutdown(context.Context) error }
 
 // NewOCIRegistry starts a registry with TLS from ca and one user.
 func NewOCIRegistry(dir string, ca *CA, user, password string) (*OCIRegistry, error) {
@@ -240,7 +244,11 @@ func NewOCIRegistry(dir string, ca *CA, user, password string) (*OCIRegistry, er
 	cfg.HTTP.DrainTimeout = time.Second
 	cfg.HTTP.TLS.Certificate = ca.CertFile
 	cfg.HTTP.TLS.Key = ca.KeyFile
-	cfg.Storage = map[string]configuration.Parameters{"inmemory": map[string]interface{}{}}
+	cfg.Storage = map[string]configuration.Parameters{
+		"inmemory": map[string]interface{}{},
+		// The upload purger is a goroutine nothing stops.
+		"maintenance": map[string]interface{}{"uploadpurging": map[interface{}]interface{}{"enabled": false}},
+	}
 	cfg.Auth = configuration.Auth{"htpasswd": configuration.Parameters{"realm": "autox-test", "path": htpasswd}}
 	cfg.Log.Level = "error"
 	cfg.Log.AccessLog.Disabled = true
@@ -249,6 +257,11 @@ func NewOCIRegistry(dir string, ca *CA, user, password string) (*OCIRegistry, er
 		return nil, err
 	}
 	o := &OCIRegistry{Host: addr, reg: reg, done: make(chan error, 1), User: user, Password: password, ca: ca}
+	// NewRegistry installs a global OpenTelemetry tracer provider whose span
+	// processor runs until it is shut down; the registry never does that.
+	if tp, ok := otel.GetTracerProvider().(shutdowner); ok {
+		o.tracing = tp
+	}
 	go func() { o.done <- reg.ListenAndServe() }()
 	// Wait until it accepts connections.
 	for i := 0; ; i++ {
@@ -318,6 +331,9 @@ func (o *OCIRegistry) Close() {
 	select {
 	case <-o.done:
 	case <-ctx.Done():
+	}
+	if o.tracing != nil {
+		_ = o.tracing.Shutdown(ctx)
 	}
 }
 
