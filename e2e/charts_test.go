@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/testenv"
@@ -57,19 +56,15 @@ specs:
 `)
 	}
 	k := testenv.NewKubeletDir(t, "config.yaml", cfgText("0.1.0"))
-	p := testenv.StartProcessEnv(t, []string{"SSL_CERT_FILE=" + ca.File}, autox, "run", "--config", k.Path(),
-		"--kubeconfig", cluster.Kubeconfig, "--resync", "1s", "--http-addr", "127.0.0.1:0", "--leader-elect=false",
+	p := testenv.StartProcessEnv(t, []string{"SSL_CERT_FILE=" + ca.File}, autox, e.runArgs(k.Path(), "--resync", "1s",
 		"--repository-config", repoConfig, "--registry-config", registryConfig, "--cache-dir", filepath.Join(dir, "cache"),
-		"--config-debounce", "50ms", "--log-level", "debug")
+		"--config-debounce", "50ms")...)
 	for _, r := range []string{"web-http", "web-oci", "web-local"} {
 		e.waitRelease(r, "installed", deployedAt(1))
 	}
 	// Several passes with nothing changed: no chart download, no index fetch.
 	before := repo.TotalRequests()
-	n := strings.Count(p.Output(), "pass complete")
-	testenv.Eventually(t, patience, "three more passes", func() (bool, error) {
-		return strings.Count(p.Output(), "pass complete") >= n+3, nil
-	})
+	e.waitPasses(p, len(p.Output()), 3)
 	if after := repo.TotalRequests(); after != before {
 		t.Errorf("passes with nothing changed made %d repository requests", after-before)
 	}
@@ -97,10 +92,9 @@ specs:
 		})
 	}
 	k.Update(strings.Replace(cfgText("0.2.0"), `repo: `+repo.URL+`, name: hello, version: "0.2.0"`, `repo: `+repo.URL+`, name: hello, version: "0.1.0+missing"`, 1))
-	testenv.Eventually(t, patience, "the failure reported with the URL", func() (bool, error) {
-		return strings.Contains(p.Output(), "has no version 0.1.0+missing in repository "+repo.URL), nil
-	})
-	time.Sleep(2 * time.Second)
+	// Two passes after the failure was first reported: at least one whole
+	// pass, which retries the failing spec, came after it.
+	e.waitPasses(p, e.waitLog(p, "has no version 0.1.0+missing in repository "+repo.URL), 2)
 	if rel := e.release("web-http"); rel == nil || rel.ChartVersion != "0.2.0" || labelOf(rel) != "2.0.0" {
 		t.Errorf("the release whose chart is unavailable changed: %+v", rel)
 	}
