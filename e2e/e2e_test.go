@@ -178,6 +178,18 @@ func gone(r *helmops.Release) bool { return r == nil }
 
 func version(v string) map[string]string { return map[string]string{"app.kubernetes.io/version": v} }
 
+// webSpec is a config template with one spec, web, whose trigger is the
+// Deployment web, and the given release specs (YAML lines indented by 6).
+func webSpec(releaseSpecs string) string {
+	return `
+namespaces: [{{.NS}}]
+specs:
+  web:
+    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
+    releaseSpecs:
+` + releaseSpecs
+}
+
 const webConfig = `
 namespaces: [{{.NS}}]
 specs:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -26,6 +27,32 @@ func manySpecs(n int) string {
 		fmt.Fprintf(&b, "    releaseSpecs:\n      hello: {chart: {path: {{.Charts}}/hello}, values: {index: %d}}\n", i)
 	}
 	return b.String()
+}
+
+// manyTriggers creates n trigger Deployments t<i> at version 1.0.0 and
+// writes manySpecs(n) as the config, whose path it returns.
+func (e *env) manyTriggers(n int) string {
+	e.t.Helper()
+	for i := 0; i < n; i++ {
+		e.deployment(fmt.Sprintf("t%02d", i), version("1.0.0"))
+	}
+	return e.writeConfig(manySpecs(n))
+}
+
+// proxied starts a proxy to the API server, closed with the test, and
+// returns it with a kubeconfig that goes through it.
+func (e *env) proxied() (*testenv.Proxy, string) {
+	e.t.Helper()
+	proxy, err := cluster.NewProxy()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(proxy.Close)
+	kubeconfig, err := cluster.ProxyKubeconfig(proxy)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return proxy, kubeconfig
 }
 
 // labelOf returns the version label a release was made for.
@@ -139,10 +166,7 @@ func TestKillNineWhileConverging(t *testing.T) {
 func TestTwoProcessesOneWriter(t *testing.T) {
 	const n = 10
 	e := newEnv(t)
-	for i := 0; i < n; i++ {
-		e.deployment(fmt.Sprintf("t%02d", i), version("1.0.0"))
-	}
-	cfg := e.writeConfig(manySpecs(n))
+	cfg := e.manyTriggers(n)
 	a, b := e.run(cfg), e.run(cfg)
 	for i := 0; i < n; i++ {
 		e.waitRelease(fmt.Sprintf("t%02d-hello", i), "installed", deployedAt(1))
@@ -197,10 +221,7 @@ func TestTwoProcessesOneWriter(t *testing.T) {
 func TestUpgradeOfAutoxMakesNoWrites(t *testing.T) {
 	const n = 5
 	e := newEnv(t)
-	for i := 0; i < n; i++ {
-		e.deployment(fmt.Sprintf("t%02d", i), version("1.0.0"))
-	}
-	cfg := e.writeConfig(manySpecs(n))
+	cfg := e.manyTriggers(n)
 	p := e.run(cfg)
 	for i := 0; i < n; i++ {
 		e.waitRelease(fmt.Sprintf("t%02d-hello", i), "installed", deployedAt(1))
@@ -231,56 +252,133 @@ func TestUpgradeOfAutoxMakesNoWrites(t *testing.T) {
 	_ = os.Remove(v2)
 }
 
-// TestAPIServerOutage makes the API server unreachable for 30s mid-run:
-// autox stays up, uninstalls nothing, and converges when it is back.
-func TestAPIServerOutage(t *testing.T) {
-	const n = 5
-	e := newEnv(t)
-	for i := 0; i < n; i++ {
-		e.deployment(fmt.Sprintf("t%02d", i), version("1.0.0"))
-	}
-	proxy, err := cluster.NewProxy()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	kubeconfig, err := cluster.ProxyKubeconfig(proxy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := e.writeConfig(manySpecs(n))
-	p := testenv.StartProcess(t, autox, "run", "--config", cfg, "--kubeconfig", kubeconfig, "--resync", "2s",
-		"--http-addr", "127.0.0.1:0", "--leader-elect=false")
+// The API server faults (TestAPIServerOutage, TestAPIServerAnswers5xx) go
+// the same way: n triggers' releases installed; during the fault a trigger
+// loses its label and another gets a new version; nothing changes until the
+// fault ends, then exactly those two releases change.
+
+// installedMany waits until t00-hello ... are installed and returns their
+// first-deployed times.
+func (e *env) installedMany(n int) map[string]time.Time {
+	e.t.Helper()
 	before := map[string]time.Time{}
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("t%02d-hello", i)
 		before[name] = e.waitRelease(name, "installed", deployedAt(1)).FirstDeployed
 	}
+	return before
+}
 
-	proxy.Pause()
-	// While autox cannot reach the server, a trigger loses its label and
-	// another gets a new version (through the direct connection).
+// changeTriggers changes t01 and t02 through the direct connection.
+func (e *env) changeTriggers() {
+	e.t.Helper()
 	e.relabel("t01", nil)
 	e.relabel("t02", version("2.0.0"))
+}
+
+// unchanged fails the test when a release is not as before.
+func (e *env) unchanged(before map[string]time.Time, during string) {
+	e.t.Helper()
+	for name, fd := range before {
+		if r := e.release(name); r == nil || !r.FirstDeployed.Equal(fd) || r.Revision != 1 {
+			e.t.Fatalf("%s changed %s: %+v", name, during, r)
+		}
+	}
+}
+
+// converged waits for the changes made during the fault and checks that
+// the other releases were not disturbed.
+func (e *env) converged(before map[string]time.Time, after string) {
+	e.t.Helper()
+	e.waitRelease("t01-hello", "uninstalled "+after, gone)
+	e.waitRelease("t02-hello", "upgraded "+after, deployedAt(2))
+	for _, name := range []string{"t00-hello", "t03-hello", "t04-hello"} {
+		if r := e.release(name); r.Revision != 1 || !r.FirstDeployed.Equal(before[name]) {
+			e.t.Errorf("%s disturbed (checked %s): %+v", name, after, r)
+		}
+	}
+}
+
+// TestAPIServerOutage makes the API server unreachable for 30s mid-run:
+// autox stays up, uninstalls nothing, and converges when it is back.
+func TestAPIServerOutage(t *testing.T) {
+	const n = 5
+	e := newEnv(t)
+	cfg := e.manyTriggers(n)
+	proxy, kubeconfig := e.proxied()
+	p := testenv.StartProcess(t, autox, "run", "--config", cfg, "--kubeconfig", kubeconfig, "--resync", "2s",
+		"--http-addr", "127.0.0.1:0", "--leader-elect=false")
+	before := e.installedMany(n)
+
+	proxy.Pause()
+	// While autox cannot reach the server, the triggers change.
+	e.changeTriggers()
 	time.Sleep(30 * time.Second)
 	if _, err := p.Wait(time.Millisecond); err == nil {
 		t.Fatalf("autox exited during the outage:\n%s", p.Output())
 	}
-	for name, fd := range before {
-		if r := e.release(name); r == nil || !r.FirstDeployed.Equal(fd) || r.Revision != 1 {
-			t.Fatalf("%s changed during the outage: %+v", name, r)
-		}
-	}
+	e.unchanged(before, "during the outage")
 	if err := proxy.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	e.waitRelease("t01-hello", "uninstalled after the outage", gone)
-	e.waitRelease("t02-hello", "upgraded after the outage", deployedAt(2))
-	for _, name := range []string{"t00-hello", "t03-hello", "t04-hello"} {
-		if r := e.release(name); r.Revision != 1 || !r.FirstDeployed.Equal(before[name]) {
-			t.Errorf("%s disturbed by the outage: %+v", name, r)
-		}
+	e.converged(before, "after the outage")
+	if code := p.Stop(patience); code != 0 {
+		t.Errorf("exit code %d", code)
 	}
+}
+
+// TestAPIServerAnswers5xx makes the API server answer every request with
+// 503 for a while (it is up, but failing: etcd gone, overloaded), where
+// TestAPIServerOutage makes it unreachable: autox stays up and live, changes
+// nothing, and converges when the server answers again.
+func TestAPIServerAnswers5xx(t *testing.T) {
+	const n = 5
+	e := newEnv(t)
+	cfg := e.manyTriggers(n)
+	proxy, kubeconfig := e.proxied()
+	// Leader election off: today a leader whose Lease renewals fail exits;
+	// another engineer is changing that (a lost Lease fences writes and
+	// campaigns again, DESIGN §5). Then this test runs with it on.
+	p := testenv.StartProcess(t, autox, e.runArgs(cfg, "--kubeconfig", kubeconfig, "--leader-elect=false")...)
+	base := e.httpBase(p)
+	before := e.installedMany(n)
+
+	proxy.FailWith(http.StatusServiceUnavailable)
+	failingFrom := len(p.Output())
+	e.changeTriggers()
+	// 20s of 503s: ten resync periods and several retries with backoff, long
+	// enough for a process that gives up on a failing server to have done
+	// so; and reconciles of both changed specs must have failed meanwhile.
+	window := time.After(20 * time.Second)
+	failed := func(spec string) int {
+		n := 0
+		for _, l := range strings.Split(p.Output()[failingFrom:], "\n") {
+			if strings.Contains(l, `"spec":"`+spec+`"`) && strings.Contains(l, `"message":"cannot decide; nothing changed"`) &&
+				strings.Contains(l, "the test proxy fails every request") {
+				n++
+			}
+		}
+		return n
+	}
+	testenv.Eventually(t, patience, "20s of 503s and 3 failed reconciles each of t01 and t02", func() (bool, error) {
+		if p.Exited() {
+			t.Fatal("autox exited while the API server answered 503")
+		}
+		select {
+		case <-window:
+			return failed("t01") >= 3 && failed("t02") >= 3, nil
+		default:
+			return false, nil
+		}
+	})
+	if code, body := httpGet(base + "/healthz"); code != 200 {
+		t.Errorf("/healthz = %d %s while the API server answered 503: a failing server is no reason to restart autox", code, body)
+	}
+	e.unchanged(before, "while the API server answered 503")
+	t.Logf("the proxy answered %d requests with 503", proxy.Failed())
+
+	proxy.FailWith(0)
+	e.converged(before, "after the 503s")
 	if code := p.Stop(patience); code != 0 {
 		t.Errorf("exit code %d", code)
 	}
@@ -299,10 +397,7 @@ func TestGracefulStop(t *testing.T) {
 	t.Run("converging", func(t *testing.T) {
 		const n = 20
 		e := newEnv(t)
-		for i := 0; i < n; i++ {
-			e.deployment(fmt.Sprintf("t%02d", i), version("1.0.0"))
-		}
-		p := e.run(e.writeConfig(manySpecs(n)))
+		p := e.run(e.manyTriggers(n))
 		e.waitLog(p, `"message":"release install"`)
 		if code := p.Stop(patience); code != 0 {
 			t.Fatalf("SIGTERM: exit code %d", code)
@@ -322,14 +417,7 @@ func TestGracefulStop(t *testing.T) {
 		t.Logf("stopped after %d of %d installs, none left pending", installed, n)
 	})
 
-	slowConfig := `
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      slow: {chart: {path: {{.Charts}}/slow}}
-`
+	slowConfig := webSpec("      slow: {chart: {path: {{.Charts}}/slow}}\n")
 	// blocked starts autox and waits until its install waits on the hook.
 	blocked := func(e *env, extra ...string) *testenv.Process {
 		e.deployment("web", version("1.0.0"))
