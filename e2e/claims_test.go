@@ -39,14 +39,6 @@ func (e *env) waitEvent(object, reason string) {
 	})
 }
 
-// passesAfter waits until n passes completed after the output's offset.
-func passesAfter(t *testing.T, p *testenv.Process, offset, n int) {
-	t.Helper()
-	testenv.Eventually(t, patience, fmt.Sprintf("%d passes", n), func() (bool, error) {
-		return strings.Count(p.Output()[offset:], `"message":"pass complete"`) >= n, nil
-	})
-}
-
 // TestEventsOnTheTrigger: what autox does for a trigger shows in
 // `kubectl describe` of it — conflict, reinstall, uninstall.
 func TestEventsOnTheTrigger(t *testing.T) {
@@ -130,9 +122,9 @@ func TestNotReadyWhileAnInformerCannotList(t *testing.T) {
     releaseSpecs:
       hello: {chart: {path: {{.Charts}}/hello}}
 `))
-	base := httpBase(t, p)
+	base := e.httpBase(p)
 	e.waitRelease("web-hello", "installed beside the unreadable trigger", deployedAt(1))
-	passesAfter(t, p, 0, 2)
+	e.waitPasses(p, 0, 2)
 	code, body := httpGet(base + "/readyz")
 	if code != 503 || !strings.Contains(body, "informers have not synced") {
 		t.Errorf("/readyz with an informer that cannot list = %d %q, want 503 with the reason", code, body)
@@ -226,7 +218,7 @@ specs:
 	testenv.Eventually(t, patience, "team b reports the conflict", func() (bool, error) {
 		return strings.Contains(b.Output(), `belongs to autox instance \"team-a\"`), nil
 	})
-	passesAfter(t, b, 0, 3)
+	e.waitPasses(b, 0, 3)
 	for _, want := range []*helmops.Release{webA, apiA} {
 		if r := e.release(want.Name); r == nil || r.Revision != 1 || r.Instance != "team-a" || !r.FirstDeployed.Equal(want.FirstDeployed) {
 			t.Errorf("team b touched team a's %s: %+v", want.Name, r)
@@ -265,7 +257,7 @@ func TestSpecsWithNoValue(t *testing.T) {
 	testenv.Eventually(t, patience, "the cut file rejected", func() (bool, error) {
 		return strings.Contains(p.Output(), "specs: has no value"), nil
 	})
-	passesAfter(t, p, strings.Index(p.Output(), "specs: has no value"), 3)
+	e.waitPasses(p, strings.Index(p.Output(), "specs: has no value"), 3)
 	if r := e.release("web-hello"); r == nil || r.Revision != 1 {
 		t.Fatalf("a config cut after `specs:` changed the release: %+v", r)
 	}
@@ -294,7 +286,7 @@ specs:
 	testenv.Eventually(t, patience, "the reinstall refused", func() (bool, error) {
 		return strings.Contains(p.Output(), "the running release is kept"), nil
 	})
-	passesAfter(t, p, strings.Index(p.Output(), "the running release is kept"), 2)
+	e.waitPasses(p, strings.Index(p.Output(), "the running release is kept"), 2)
 	if r := e.release("web-once"); r == nil || r.Status != release.StatusDeployed || r.Revision != 1 || !r.FirstDeployed.Equal(before.FirstDeployed) {
 		t.Fatalf("a reinstall that could not render removed or changed the release: %+v", r)
 	}
@@ -310,7 +302,7 @@ func TestConfigMetricsFollowLoads(t *testing.T) {
 	e.deployment("db", version("1.0.0"))
 	k := testenv.NewKubeletDir(t, "config.yaml", e.render(twoSpecs))
 	p := e.run(k.Path(), "--config-debounce", "100ms", "--config-check-interval", "200ms")
-	metric := metricsOf(t, p)
+	metric := e.metricsOf(p)
 	e.waitRelease("db-hello", "installed", deployedAt(1))
 	testenv.Eventually(t, patience, "db reconciled", func() (bool, error) {
 		return metric(`autox_reconcile_total{result="success",spec="db"}`) != "", nil
@@ -322,7 +314,7 @@ func TestConfigMetricsFollowLoads(t *testing.T) {
 		return metric(`autox_config_reloads_total{result="error"}`) == "1", nil
 	})
 	// Many periodic checks (200ms) over the same bad content.
-	passesAfter(t, p, len(p.Output()), 3)
+	e.waitPasses(p, len(p.Output()), 3)
 	if got := metric(`autox_config_reloads_total{result="error"}`); got != "1" {
 		t.Errorf("one bad commit counted %s times", got)
 	}

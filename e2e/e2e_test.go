@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
 	"helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -33,11 +34,15 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		if autox, err = testenv.BuildAutox(dir, "e2e"); err != nil {
+		if autox, err = testenv.BuildAutox(dir, "e2e", testenv.RaceDetector); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		return testenv.RunMain(m, &cluster)
+		return testenv.RunMainNoLeaks(m, &cluster,
+			// The OCI registry (distribution/v3) starts its notification
+			// broadcaster in NewRegistry and never closes it: Shutdown
+			// stops the HTTP server only, and the broadcaster is unexported.
+			goleak.IgnoreTopFunction("github.com/docker/go-events.(*Broadcaster).run"))
 	}())
 }
 
@@ -75,10 +80,68 @@ func (e *env) writeConfigAs(name, text string) string {
 	return testenv.WriteConfig(e.t, e.dir, name, text, e.ns, e.charts)
 }
 
+// run starts autox as users run it, with leader election on (see runArgs).
 func (e *env) run(config string, extra ...string) *testenv.Process {
-	args := append([]string{"run", "--config", config, "--kubeconfig", cluster.Kubeconfig, "--resync", "2s",
-		"--http-addr", "127.0.0.1:0", "--leader-elect=false", "--log-level", "debug"}, extra...)
-	return testenv.StartProcess(e.t, autox, args...)
+	return testenv.StartProcess(e.t, autox, e.runArgs(config, extra...)...)
+}
+
+// runArgs are the arguments of `autox run` in these tests: a short resync, an
+// http port of its own, debug logs, and leader election on, as it is by
+// default, with the Lease in the test's namespace. The timings are shorter
+// than the defaults (15s, 10s, 2s) so that a process started after a kill -9
+// waits 4s, not 15s, for the dead one's Lease to expire. extra flags win.
+func (e *env) runArgs(config string, extra ...string) []string {
+	args := append(baseRunArgs(config), "--leader-election-namespace", e.ns, "--leader-election-lease-duration", "4s",
+		"--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms")
+	return append(args, extra...)
+}
+
+// baseRunArgs leave every leader election flag at its default.
+func baseRunArgs(config string) []string {
+	return []string{"run", "--config", config, "--kubeconfig", cluster.Kubeconfig, "--resync", "2s",
+		"--http-addr", "127.0.0.1:0", "--log-level", "debug"}
+}
+
+const (
+	passLine    = `"message":"pass complete"`
+	leadingLine = "leading: this process writes"
+)
+
+// waitLog waits until p has logged text and returns where it ends in p's
+// output, to count what p logs after it.
+func (e *env) waitLog(p *testenv.Process, text string) int {
+	e.t.Helper()
+	var end int
+	testenv.Eventually(e.t, patience, "log line "+text, func() (bool, error) {
+		i := strings.Index(p.Output(), text)
+		end = i + len(text)
+		return i >= 0, nil
+	})
+	return end
+}
+
+// passesSince counts the passes p completed after offset in its output.
+func passesSince(p *testenv.Process, offset int) int {
+	return strings.Count(p.Output()[offset:], passLine)
+}
+
+// waitPasses waits until p has completed n passes after offset in its output.
+func (e *env) waitPasses(p *testenv.Process, offset, n int) {
+	e.t.Helper()
+	testenv.Eventually(e.t, patience, fmt.Sprintf("%d passes", n), func() (bool, error) { return passesSince(p, offset) >= n, nil })
+}
+
+// leaseHolder returns who holds the Lease autox in the test's namespace ("" for nobody).
+func (e *env) leaseHolder() string {
+	e.t.Helper()
+	lease, err := cluster.Client.CoordinationV1().Leases(e.ns).Get(context.Background(), "autox", metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if h := lease.Spec.HolderIdentity; h != nil {
+		return *h
+	}
+	return ""
 }
 
 func (e *env) deployment(name string, labels map[string]string) {
@@ -115,6 +178,18 @@ func gone(r *helmops.Release) bool { return r == nil }
 
 func version(v string) map[string]string { return map[string]string{"app.kubernetes.io/version": v} }
 
+// webSpec is a config template with one spec, web, whose trigger is the
+// Deployment web, and the given release specs (YAML lines indented by 6).
+func webSpec(releaseSpecs string) string {
+	return `
+namespaces: [{{.NS}}]
+specs:
+  web:
+    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
+    releaseSpecs:
+` + releaseSpecs
+}
+
 const webConfig = `
 namespaces: [{{.NS}}]
 specs:
@@ -138,9 +213,14 @@ func TestBinaryLifecycle(t *testing.T) {
 	e := newEnv(t)
 	e.deployment("web", version("1.0.0"))
 	cfg := e.writeConfig(webConfig)
-	p := e.run(cfg)
+	// As the manifests deploy it: every leader election flag at its default,
+	// the Lease's namespace from POD_NAMESPACE.
+	p := testenv.StartProcessEnv(t, []string{"POD_NAMESPACE=" + e.ns}, autox, baseRunArgs(cfg)...)
 
 	hello := e.waitRelease("web-hello", "installed", deployedAt(1))
+	if e.leaseHolder() == "" {
+		t.Error("autox wrote without holding the Lease autox in POD_NAMESPACE")
+	}
 	if hello.Values["greeting"] != "hi" {
 		t.Errorf("declared values missing: greeting = %v", hello.Values["greeting"])
 	}
@@ -171,6 +251,9 @@ func TestBinaryLifecycle(t *testing.T) {
 	if code := p.Stop(patience); code != 0 {
 		t.Fatalf("SIGTERM: exit code %d, want 0", code)
 	}
+	if h := e.leaseHolder(); h != "" {
+		t.Errorf("the Lease is still held by %q after a clean stop", h)
+	}
 	if e.release("api-hello") != nil {
 		t.Error("a spec whose trigger never existed got a release")
 	}
@@ -187,10 +270,9 @@ func TestBinaryRestarts(t *testing.T) {
 
 	for i := 0; i < 5; i++ {
 		p := e.run(cfg)
-		// Two resync periods: the start pass and one periodic pass.
-		testenv.Eventually(t, patience, "a pass after restart", func() (bool, error) {
-			return strings.Count(p.Output(), `"message":"pass complete"`) >= 2, nil
-		})
+		// The start pass and one periodic pass. (The stopped process
+		// released its Lease, so this one leads at once.)
+		e.waitPasses(p, 0, 2)
 		if code := p.Stop(patience); code != 0 {
 			t.Fatalf("restart %d: exit code %d", i, code)
 		}
@@ -221,10 +303,9 @@ func TestBinaryLeavesForeignReleaseAlone(t *testing.T) {
 	e.deployment("web", version("1.0.0"))
 	p := e.run(e.writeConfig(webConfig))
 	e.waitRelease("web-job", "installed", deployedAt(1))
-	testenv.Eventually(t, patience, "conflict reported", func() (bool, error) {
-		return strings.Contains(p.Output(), `"action":"conflict"`), nil
-	})
-	time.Sleep(3 * time.Second) // a few resync passes
+	// Two passes after the first report: at least one whole pass, which
+	// reconciles the spec in full (a conflict is never in sync), came after.
+	e.waitPasses(p, e.waitLog(p, `"action":"conflict"`), 2)
 	if r := e.release("web-hello"); r.Managed() || r.Revision != 1 || r.Values["greeting"] != "mine" {
 		t.Errorf("foreign release touched: %+v", r)
 	}

@@ -25,8 +25,8 @@ specs:
     releaseSpecs:
       rejected: {chart: {path: {{.Charts}}/rejected}}
       hello: {chart: {path: {{.Charts}}/hello}}
-`), append(e.leaderElection(true), "--resync", "3s")...)
-	metric := metricsOf(t, p)
+`), "--resync", "3s")
+	metric := e.metricsOf(p)
 	e.waitRelease("web-hello", "installed beside the failing release", deployedAt(1))
 	failed := func() float64 {
 		var n float64
@@ -75,7 +75,7 @@ specs:
       away: {chart: {path: {{.Charts}}/hello}, namespace: OTHER}
 `, "OTHER", other)
 	k := testenv.NewKubeletDir(t, "config.yaml", e.render(v1))
-	p := e.run(k.Path(), append(e.leaderElection(true), "--config-debounce", "100ms")...)
+	p := e.run(k.Path(), "--config-debounce", "100ms")
 	e.waitRelease("web-hello", "installed", deployedAt(1))
 	away := e.releases()
 	away.Namespace = other

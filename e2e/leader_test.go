@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,36 +15,11 @@ import (
 	"github.com/autox-dev/autox/internal/testenv"
 )
 
-// leaderElection returns the flags of leader election with its Lease in the
-// test's namespace. short gives timings that keep tests quick (lease 4s,
-// renew 3s, retry 500ms); otherwise the defaults users run apply.
-func (e *env) leaderElection(short bool) []string {
-	flags := []string{"--leader-elect=true", "--leader-election-namespace", e.ns}
-	if short {
-		flags = append(flags, "--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s",
-			"--leader-election-retry-period", "500ms")
-	}
-	return flags
-}
-
-// httpBase waits for the process's http address and returns its base URL.
-func httpBase(t *testing.T, p *testenv.Process) string {
-	t.Helper()
-	var base string
-	testenv.Eventually(t, patience, "http address logged", func() (bool, error) {
-		if m := addrRe.FindStringSubmatch(p.Output()); m != nil {
-			base = "http://" + m[1]
-		}
-		return base != "", nil
-	})
-	return base
-}
-
 // metricsOf returns a function that reads one metric sample of the process
 // ("" when absent).
-func metricsOf(t *testing.T, p *testenv.Process) func(series string) string {
-	t.Helper()
-	base := httpBase(t, p)
+func (e *env) metricsOf(p *testenv.Process) func(series string) string {
+	e.t.Helper()
+	base := e.httpBase(p)
 	return func(series string) string {
 		_, body := httpGet(base + "/metrics")
 		return metricValue(body, series)
@@ -78,79 +52,6 @@ func alive(p *testenv.Process) bool {
 	return err != nil
 }
 
-const leadingLine = "leading: this process writes"
-
-// TestOutageWithLeaderElection stops the API server for 40s under autox
-// running with the default leader election: longer than the Lease lasts.
-// autox loses its Lease, fences its writes and campaigns again in the same
-// process; it never exits, changes no release during the outage, leads again
-// when the server is back and applies what changed meanwhile, including a
-// config change made after the outage.
-func TestOutageWithLeaderElection(t *testing.T) {
-	const n = 5
-	e := newEnv(t)
-	for i := 0; i < n; i++ {
-		e.deployment(fmt.Sprintf("t%02d", i), version("1.0.0"))
-	}
-	proxy, err := cluster.NewProxy()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	kubeconfig, err := cluster.ProxyKubeconfig(proxy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := e.writeConfig(manySpecs(n))
-	// The default lease timings (15s, 10s, 2s): the outage outlasts them.
-	p := e.run(cfg, append(e.leaderElection(false), "--kubeconfig", kubeconfig)...)
-	before := map[string]time.Time{}
-	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("t%02d-hello", i)
-		before[name] = e.waitRelease(name, "installed", deployedAt(1)).FirstDeployed
-	}
-
-	proxy.Pause()
-	// While autox cannot reach the server, a trigger loses its label and
-	// another gets a new version (through the direct connection).
-	e.relabel("t01", nil)
-	e.relabel("t02", version("2.0.0"))
-	testenv.Eventually(t, patience, "the Lease lost during the outage", func() (bool, error) {
-		return strings.Contains(p.Output(), "lost the leader Lease"), nil
-	})
-	time.Sleep(40 * time.Second) // the outage: far past the lease duration
-	if !alive(p) {
-		t.Fatalf("autox exited during the outage:\n%s", p.Output())
-	}
-	for name, fd := range before {
-		if r := e.release(name); r == nil || !r.FirstDeployed.Equal(fd) || r.Revision != 1 {
-			t.Fatalf("%s changed during the outage: %+v", name, r)
-		}
-	}
-	leadsBefore := strings.Count(p.Output(), leadingLine)
-	if err := proxy.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, patience, "leading again after the outage", func() (bool, error) {
-		return strings.Count(p.Output(), leadingLine) > leadsBefore, nil
-	})
-	// A config change made after the outage: t03 gets values.
-	e.writeConfig(strings.Replace(manySpecs(n), "values: {index: 3}", "values: {index: 3, after: outage}", 1))
-	e.waitRelease("t01-hello", "uninstalled after the outage", gone)
-	e.waitRelease("t02-hello", "upgraded after the outage", deployedAt(2))
-	e.waitRelease("t03-hello", "upgraded by the config change", func(r *helmops.Release) bool {
-		return r != nil && r.Revision == 2 && r.Values["after"] == "outage"
-	})
-	for _, name := range []string{"t00-hello", "t04-hello"} {
-		if r := e.release(name); r.Revision != 1 || !r.FirstDeployed.Equal(before[name]) {
-			t.Errorf("%s disturbed by the outage: %+v", name, r)
-		}
-	}
-	if code := p.Stop(patience); code != 0 {
-		t.Errorf("exit code %d", code)
-	}
-}
-
 const slowConfig = `
 namespaces: [{{.NS}}]
 specs:
@@ -177,8 +78,8 @@ func blockedInstall(t *testing.T, p *testenv.Process) {
 func TestLostLeaseStopsWritingAtOnce(t *testing.T) {
 	e := newEnv(t)
 	e.deployment("web", version("1.0.0"))
-	p := e.run(e.writeConfig(slowConfig), append(e.leaderElection(true), "--helm-timeout", "10s")...)
-	metric := metricsOf(t, p)
+	p := e.run(e.writeConfig(slowConfig), "--helm-timeout", "10s")
+	metric := e.metricsOf(p)
 	blockedInstall(t, p)
 	if r := e.release("web-slow"); r == nil || r.Status != release.StatusPendingInstall {
 		t.Fatalf("the install is not pending: %+v", r)
@@ -220,13 +121,13 @@ func TestRollingUpdateWaitsForLease(t *testing.T) {
 	cfg := e.writeConfig(slowConfig)
 	// The shutdown timeout (8s) is twice the lease duration (4s): a Lease not
 	// held through the old process's shutdown would pass to the new one.
-	old := e.run(cfg, append(e.leaderElection(true), "--helm-timeout", "1h", "--shutdown-timeout", "8s")...)
+	old := e.run(cfg, "--helm-timeout", "1h", "--shutdown-timeout", "8s")
 	blockedInstall(t, old)
-	next := e.run(cfg, e.leaderElection(true)...)
+	next := e.run(cfg)
 	testenv.Eventually(t, patience, "the new process standing by", func() (bool, error) {
 		return strings.Contains(next.Output(), "standing by: another process leads"), nil
 	})
-	base := httpBase(t, next)
+	base := e.httpBase(next)
 	testenv.Eventually(t, patience, "the standby ready", func() (bool, error) {
 		code, _ := httpGet(base + "/readyz")
 		return code == 200, nil
@@ -262,10 +163,9 @@ func TestStandbyKeepsLastValidConfig(t *testing.T) {
 	e.deployment("web", version("1.0.0"))
 	e.deployment("db", version("1.0.0"))
 	k := testenv.NewKubeletDir(t, "config.yaml", e.render(oneSpec))
-	flags := append(e.leaderElection(true), "--config-debounce", "100ms")
-	a := e.run(k.Path(), flags...)
+	a := e.run(k.Path(), "--config-debounce", "100ms")
 	e.waitRelease("web-hello", "installed", deployedAt(1))
-	b := e.run(k.Path(), flags...)
+	b := e.run(k.Path(), "--config-debounce", "100ms")
 	leader, standby := a, b
 	testenv.Eventually(t, patience, "the standby standing by", func() (bool, error) {
 		return strings.Contains(b.Output(), "standing by: another process leads"), nil

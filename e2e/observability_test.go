@@ -15,6 +15,21 @@ import (
 
 var addrRe = regexp.MustCompile(`"addr":"([^"]+)"[^}]*"message":"serving /metrics`)
 
+// httpBase waits until p logged the address it serves /metrics and the
+// probes on, and returns its base URL.
+func (e *env) httpBase(p *testenv.Process) string {
+	e.t.Helper()
+	var base string
+	testenv.Eventually(e.t, patience, "http address logged", func() (bool, error) {
+		m := addrRe.FindStringSubmatch(p.Output())
+		if m != nil {
+			base = "http://" + m[1]
+		}
+		return m != nil, nil
+	})
+	return base
+}
+
 func httpGet(url string) (int, string) {
 	resp, err := http.Get(url)
 	if err != nil {
@@ -50,14 +65,7 @@ func TestMetricsProbesAndEvents(t *testing.T) {
 	e.deployment("web", version("1.0.0"))
 	k := testenv.NewKubeletDir(t, "config.yaml", e.render(observedConfig))
 	p := e.run(k.Path(), "--config-debounce", "50ms")
-	var base string
-	testenv.Eventually(t, patience, "http address logged", func() (bool, error) {
-		m := addrRe.FindStringSubmatch(p.Output())
-		if m != nil {
-			base = "http://" + m[1]
-		}
-		return m != nil, nil
-	})
+	base := e.httpBase(p)
 	testenv.Eventually(t, patience, "/readyz 200", func() (bool, error) {
 		code, _ := httpGet(base + "/readyz")
 		return code == 200, nil

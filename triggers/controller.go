@@ -68,8 +68,7 @@ type Controller struct {
 	ready    atomic.Bool
 
 	pass     passTracker
-	passes   atomic.Int64 // completed passes, for tests to wait on
-	inFlight sync.Map     // spec name -> time.Time its reconcile started
+	inFlight sync.Map // spec name -> time.Time its reconcile started
 }
 
 // Ready reports whether start-up cleanup is done, the workers run and every
@@ -250,7 +249,6 @@ func (c *Controller) runPass(ctx context.Context) {
 	safeSince := c.oldestInFlight(time.Now())
 	requestsBefore := c.requestCount()
 	c.pass.start(names, time.Now(), func(_ time.Time, took time.Duration) {
-		c.passes.Add(1)
 		c.opts.Log.Info().Int("specs", len(names)).Dur("duration", took).
 			Int64("apiRequests", c.requestCount()-requestsBefore).Msg("pass complete")
 		if c.opts.Metrics != nil {

@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,13 +18,14 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/metrics"
 	"github.com/autox-dev/autox/internal/releasetest"
 	"github.com/autox-dev/autox/internal/testenv"
 )
 
 var cluster *testenv.Cluster
 
-func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, &cluster)) }
+func TestMain(m *testing.M) { os.Exit(testenv.RunMainNoLeaks(m, &cluster)) }
 
 const patience = 60 * time.Second // a bound for a broken build, not a performance goal
 
@@ -38,6 +41,9 @@ type harness struct {
 	charts string
 	// now is the reconciler's clock; nil means time.Now.
 	now func() time.Time
+	// metrics and reads are those of the controller started last.
+	metrics *metrics.Metrics
+	reads   *liveReads
 }
 
 func newHarness(t *testing.T) *harness {
@@ -74,11 +80,15 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 		h.t.Fatal(err)
 	}
 	log := zerolog.New(zerolog.NewTestWriter(h.t)).Level(zerolog.InfoLevel)
+	var ctrl *Controller
+	m := metrics.New(func() int { return ctrl.QueueLen() }, func() float64 { return 0 })
 	state := NewConfigState(cfg)
-	rec := &Reconciler{Helm: h.helm, Charts: helmops.LocalCharts{}, Triggers: TriggerReader{Client: meta},
-		State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(), Log: log}
-	h.ctrl = NewController(Options{Reconciler: rec, State: state, Inventory: inv, Metadata: meta, Workers: 2, Resync: resync,
-		ShutdownTimeout: 30 * time.Second, RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Log: log})
+	reads := &liveReads{Triggers: TriggerReader{Client: meta}, metrics: m, reads: map[string][]*liveRead{}, config: state.Config}
+	rec := &Reconciler{Helm: h.helm, Charts: helmops.LocalCharts{}, Triggers: reads,
+		State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(), Log: log, Metrics: m}
+	ctrl = NewController(Options{Reconciler: rec, State: state, Inventory: inv, Metadata: meta, Workers: 2, Resync: resync,
+		ShutdownTimeout: 30 * time.Second, RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Metrics: m, Log: log})
+	h.ctrl, h.metrics, h.reads = ctrl, m, reads
 	ctx, cancel := context.WithCancel(context.Background())
 	h.stop, h.done = cancel, make(chan error, 1)
 	go func() { h.done <- h.ctrl.Run(ctx) }()
@@ -92,15 +102,6 @@ func (h *harness) clock() func() time.Time {
 	return time.Now
 }
 
-// waitPasses waits until n more passes over every spec have completed.
-func (h *harness) waitPasses(n int64) {
-	h.t.Helper()
-	target := h.ctrl.passes.Load() + n
-	testenv.Eventually(h.t, patience, fmt.Sprintf("%d more passes", n), func() (bool, error) {
-		return h.ctrl.passes.Load() >= target, nil
-	})
-}
-
 // halt stops the controller and waits for Run to return.
 func (h *harness) halt() {
 	if h.stop == nil {
@@ -111,6 +112,105 @@ func (h *harness) halt() {
 		h.t.Errorf("Run returned %v", err)
 	}
 	h.stop = nil
+}
+
+// reconciles returns how many reconciles of spec the controller started
+// last has finished with result (metrics.Success or metrics.Error).
+func (h *harness) reconciles(spec, result string) float64 {
+	return testutil.ToFloat64(h.metrics.ReconcileTotal.WithLabelValues(spec, result))
+}
+
+// finishedReconciles counts the reconciles of spec that m has seen finish
+// (one that cannot decide is not counted: see liveReads).
+func finishedReconciles(m *metrics.Metrics, spec string) float64 {
+	return testutil.ToFloat64(m.ReconcileTotal.WithLabelValues(spec, metrics.Success)) +
+		testutil.ToFloat64(m.ReconcileTotal.WithLabelValues(spec, metrics.Error))
+}
+
+// waitReconciles waits until the controller started last has finished n
+// reconciles of spec with result.
+func (h *harness) waitReconciles(spec, result string, n float64) {
+	h.t.Helper()
+	testenv.Eventually(h.t, patience, fmt.Sprintf("%v %s reconciles of spec %s", n, result, spec), func() (bool, error) {
+		return h.reconciles(spec, result) >= n, nil
+	})
+}
+
+// waitPass waits until the first pass of the controller started last is
+// complete: every spec proven in sync or reconciled.
+func (h *harness) waitPass() {
+	h.t.Helper()
+	testenv.Eventually(h.t, patience, "the first pass complete", func() (bool, error) {
+		return testutil.ToFloat64(h.metrics.LastPass) > 0, nil
+	})
+}
+
+// waitFreshReconcile waits until a reconcile of spec has finished that read
+// its trigger after this call, so it saw every change made before it.
+func (h *harness) waitFreshReconcile(spec string) {
+	h.t.Helper()
+	from := len(h.reads.of(spec))
+	testenv.Eventually(h.t, patience, "a reconcile of spec "+spec+" that read its trigger after the change", func() (bool, error) {
+		finished := finishedReconciles(h.metrics, spec)
+		for _, r := range h.reads.of(spec)[from:] {
+			if finished > r.finishedBefore {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// liveReads is the harness's trigger reader. It records every live read of
+// a spec's trigger with how many reconciles of the spec had finished then.
+// Reconciles of one spec never overlap, so once that count has grown, the
+// reconcile that made the read has finished. The reads also show reconciles
+// the metric does not count: those that cannot decide (a trigger read that
+// fails) return before they count themselves.
+type liveReads struct {
+	Triggers
+	metrics *metrics.Metrics
+	config  func() *config.Config
+
+	mu    sync.Mutex
+	reads map[string][]*liveRead // by spec
+}
+
+type liveRead struct {
+	finishedBefore float64
+	done           bool
+	err            error
+}
+
+func (l *liveReads) Get(ctx context.Context, t config.Trigger) (Observation, error) {
+	var mine []*liveRead
+	for name, spec := range l.config().Specs {
+		if keyOf(spec.Trigger) == keyOf(t) {
+			r := &liveRead{finishedBefore: finishedReconciles(l.metrics, name)}
+			l.mu.Lock()
+			l.reads[name] = append(l.reads[name], r)
+			l.mu.Unlock()
+			mine = append(mine, r)
+		}
+	}
+	obs, err := l.Triggers.Get(ctx, t)
+	l.mu.Lock()
+	for _, r := range mine {
+		r.done, r.err = true, err
+	}
+	l.mu.Unlock()
+	return obs, err
+}
+
+// of returns copies of the reads of spec's trigger so far.
+func (l *liveReads) of(spec string) []liveRead {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]liveRead, len(l.reads[spec]))
+	for i, r := range l.reads[spec] {
+		out[i] = *r
+	}
+	return out
 }
 
 func (h *harness) deployment(name string, labels map[string]string) {
@@ -195,7 +295,7 @@ func TestLifecycleOfOneTrigger(t *testing.T) {
 
 	// A label change autox does not watch changes nothing.
 	h.relabel("web", map[string]string{"app.kubernetes.io/version": "2.0.0", "team": "y"})
-	time.Sleep(time.Second)
+	h.waitFreshReconcile("web")
 	if r := h.release("web-hello"); r.Revision != 2 {
 		t.Errorf("an unwatched label change made revision %d", r.Revision)
 	}
@@ -228,9 +328,7 @@ func TestRestartsChangeNothing(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		h.start(cfg, time.Hour)
 		testenv.Eventually(t, patience, "controller ready", func() (bool, error) { return h.ctrl.Ready(), nil })
-		// Let the first pass run to completion: the queue drains to empty.
-		testenv.Eventually(t, patience, "first pass done", func() (bool, error) { return h.ctrl.queue.Len() == 0, nil })
-		time.Sleep(500 * time.Millisecond)
+		h.waitPass()
 		h.halt()
 	}
 	if r := h.release("web-hello"); r.Revision != 1 {
@@ -295,9 +393,10 @@ specs:
 `), 500*time.Millisecond)
 	h.waitRelease("web-ok", "installed despite its failing siblings", deployedAt(1))
 
-	// Several passes later the foreign release is untouched and the broken
-	// chart's failed install is retried, never turning into anything else.
-	time.Sleep(3 * time.Second)
+	// Several reconciles later the foreign release is untouched and the
+	// broken chart's failed install is retried, never turning into anything
+	// else.
+	h.waitReconciles("web", metrics.Error, h.reconciles("web", metrics.Error)+3)
 	r := h.release("web-hello")
 	if r == nil || r.Managed() || r.Revision != 1 {
 		t.Errorf("foreign release changed: %+v", r)
@@ -354,9 +453,20 @@ func TestTriggerReadErrorsChangeNothing(t *testing.T) {
 	h.halt()
 
 	h.start(h.config(strings.Replace(twoReleases, "group: apps, version: v1, resource: deployments", "group: example.com, version: v1, resource: widgets", 1)), 300*time.Millisecond)
-	time.Sleep(3 * time.Second)
+	// The first pass waits for the widgets informer, which never syncs: only
+	// reads of the trigger show that the spec was reconciled at all. Its
+	// reconciles never overlap, so when the third read starts, the first
+	// two reconciles have done all they would do.
+	testenv.Eventually(t, patience, "3 live reads of spec web's trigger", func() (bool, error) {
+		return len(h.reads.of("web")) >= 3, nil
+	})
 	if r := h.release("web-hello"); r == nil || r.Revision != 1 {
 		t.Fatalf("release changed although the trigger could not be read: %+v", r)
+	}
+	for i, r := range h.reads.of("web")[:2] {
+		if r.err == nil {
+			t.Errorf("read %d of the trigger of an unserved resource did not fail", i+1)
+		}
 	}
 
 	_, err := TriggerReader{Client: metadata.NewForConfigOrDie(cluster.Config)}.Get(context.Background(),

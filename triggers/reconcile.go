@@ -309,6 +309,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, specName string) error {
 	steps, planErr := r.Plan(ctx, specName)
 	if planErr != nil && len(steps) == 0 {
 		r.Log.Error().Err(planErr).Str("spec", specName).Msg("cannot decide; nothing changed")
+		r.count(specName, planErr, start)
 		return planErr
 	}
 	errs := []error{planErr}
@@ -324,22 +325,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, specName string) error {
 		}
 	}
 	err := errors.Join(errs...)
-	if r.Metrics != nil {
-		if _, inConfig := r.State.Config().Specs[specName]; !inConfig && err == nil {
-			// The spec left the config and its releases are gone: its series
-			// go too, so label values stay bounded by the config.
-			r.Metrics.ForgetSpec(specName)
-		} else {
-			r.Metrics.ReconcileTotal.WithLabelValues(specName, metrics.Result(err)).Inc()
-		}
-		r.Metrics.ReconcileDuration.Observe(time.Since(start).Seconds())
-	}
+	r.count(specName, err, start)
 	ev := r.Log.Debug()
 	if err != nil {
 		ev = r.Log.Error().Err(err)
 	}
 	ev.Str("spec", specName).Dur("duration", time.Since(start)).Int("releases", len(steps)).Msg("spec reconciled")
 	return err
+}
+
+// count records one reconcile of a spec, failed ones included (a trigger
+// that cannot be read is what "a spec keeps failing" alerts are for).
+func (r *Reconciler) count(specName string, err error, start time.Time) {
+	if r.Metrics == nil {
+		return
+	}
+	if _, inConfig := r.State.Config().Specs[specName]; !inConfig && err == nil {
+		// The spec left the config and its releases are gone: its series go
+		// too, so label values stay bounded by the config.
+		r.Metrics.ForgetSpec(specName)
+	} else {
+		r.Metrics.ReconcileTotal.WithLabelValues(specName, metrics.Result(err)).Inc()
+	}
+	r.Metrics.ReconcileDuration.Observe(time.Since(start).Seconds())
 }
 
 func (r *Reconciler) apply(ctx context.Context, s Step) error {

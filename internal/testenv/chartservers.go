@@ -29,6 +29,7 @@ import (
 	_ "github.com/distribution/distribution/v3/registry/auth/htpasswd"           // registers the htpasswd access controller
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/inmemory" // registers the inmemory storage driver
 	"github.com/sirupsen/logrus"
+	"go.opentelemetry.io/otel"
 	"golang.org/x/crypto/bcrypt"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -123,44 +124,37 @@ func PackageCharts(dir string, names ...string) ([]string, error) {
 // by Helm's repo package and the packaged charts, served with optional basic
 // auth and TLS. It counts the requests it serves.
 type ChartRepo struct {
-	URL      string
-	Dir      string
-	server   *httptest.Server
-	user     string
-	password string
-	down     atomic.Bool
+	URL    string
+	Dir    string
+	server *httptest.Server
+	down   atomic.Bool
 
 	mu       sync.Mutex
+	user     string
+	password string
 	requests map[string]int
 }
 
 // NewChartRepo serves the named testdata charts. With user set, every request
 // needs basic auth; with ca set, it serves HTTPS with ca's server certificate.
 func NewChartRepo(dir string, ca *CA, user, password string, charts ...string) (*ChartRepo, error) {
-	if _, err := PackageCharts(dir, charts...); err != nil {
-		return nil, err
-	}
-	// An empty base URL makes the index's chart URLs relative to the repository.
-	idx, err := repo.IndexDirectory(dir, "")
-	if err != nil {
-		return nil, err
-	}
-	if err := idx.WriteFile(filepath.Join(dir, "index.yaml"), 0o644); err != nil {
-		return nil, err
-	}
 	r := &ChartRepo{Dir: dir, user: user, password: password, requests: map[string]int{}}
+	if err := r.Publish(charts...); err != nil {
+		return nil, err
+	}
 	files := http.FileServer(http.Dir(dir))
 	r.server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		r.requests[req.URL.Path]++
+		user, password := r.user, r.password
 		r.mu.Unlock()
 		if r.down.Load() {
 			http.Error(w, "repository down for a test", http.StatusServiceUnavailable)
 			return
 		}
-		if r.user != "" {
+		if user != "" {
 			u, p, ok := req.BasicAuth()
-			if !ok || u != r.user || p != r.password {
+			if !ok || u != user || p != password {
 				w.Header().Set("WWW-Authenticate", `Basic realm="charts"`)
 				http.Error(w, "unauthorized", http.StatusUnauthorized)
 				return
@@ -176,6 +170,32 @@ func NewChartRepo(dir string, ca *CA, user, password string, charts ...string) (
 	}
 	r.URL = r.server.URL
 	return r, nil
+}
+
+// Publish adds the named testdata charts to the repository and writes its
+// index again (atomically: a client never reads half an index).
+func (r *ChartRepo) Publish(charts ...string) error {
+	if _, err := PackageCharts(r.Dir, charts...); err != nil {
+		return err
+	}
+	// An empty base URL makes the index's chart URLs relative to the repository.
+	idx, err := repo.IndexDirectory(r.Dir, "")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(r.Dir, ".index.yaml.tmp")
+	if err := idx.WriteFile(tmp, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(r.Dir, "index.yaml"))
+}
+
+// SetCredentials changes the basic auth credentials the repository takes,
+// at once, as a rotated password does.
+func (r *ChartRepo) SetCredentials(user, password string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.user, r.password = user, password
 }
 
 // Requests returns how many requests path got (e.g. "/index.yaml").
@@ -212,7 +232,10 @@ type OCIRegistry struct {
 	User     string
 	Password string
 	ca       *CA
+	tracing  shutdowner
 }
+
+type shutdowner interface{ Shutdown(context.Context) error }
 
 // NewOCIRegistry starts a registry with TLS from ca and one user.
 func NewOCIRegistry(dir string, ca *CA, user, password string) (*OCIRegistry, error) {
@@ -240,7 +263,11 @@ func NewOCIRegistry(dir string, ca *CA, user, password string) (*OCIRegistry, er
 	cfg.HTTP.DrainTimeout = time.Second
 	cfg.HTTP.TLS.Certificate = ca.CertFile
 	cfg.HTTP.TLS.Key = ca.KeyFile
-	cfg.Storage = map[string]configuration.Parameters{"inmemory": map[string]interface{}{}}
+	cfg.Storage = map[string]configuration.Parameters{
+		"inmemory": map[string]interface{}{},
+		// The upload purger is a goroutine nothing stops.
+		"maintenance": map[string]interface{}{"uploadpurging": map[interface{}]interface{}{"enabled": false}},
+	}
 	cfg.Auth = configuration.Auth{"htpasswd": configuration.Parameters{"realm": "autox-test", "path": htpasswd}}
 	cfg.Log.Level = "error"
 	cfg.Log.AccessLog.Disabled = true
@@ -249,6 +276,11 @@ func NewOCIRegistry(dir string, ca *CA, user, password string) (*OCIRegistry, er
 		return nil, err
 	}
 	o := &OCIRegistry{Host: addr, reg: reg, done: make(chan error, 1), User: user, Password: password, ca: ca}
+	// NewRegistry installs a global OpenTelemetry tracer provider whose span
+	// processor runs until it is shut down; the registry never does that.
+	if tp, ok := otel.GetTracerProvider().(shutdowner); ok {
+		o.tracing = tp
+	}
 	go func() { o.done <- reg.ListenAndServe() }()
 	// Wait until it accepts connections.
 	for i := 0; ; i++ {
@@ -318,6 +350,9 @@ func (o *OCIRegistry) Close() {
 	select {
 	case <-o.done:
 	case <-ctx.Done():
+	}
+	if o.tracing != nil {
+		_ = o.tracing.Shutdown(ctx)
 	}
 }
 

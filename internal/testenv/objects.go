@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	appsv1 "k8s.io/api/apps/v1"
@@ -33,6 +34,23 @@ func RunMain(m *testing.M, cluster **Cluster) int {
 		fmt.Fprintln(os.Stderr, "stop control plane:", err)
 	}
 	return code
+}
+
+// RunMainNoLeaks is RunMain that also fails the package when its tests
+// leave a goroutine running (a controller not stopped, a server not closed).
+// It looks once the tests passed and the control plane is stopped, so that
+// connections to it are gone too; ignore names the goroutines of libraries
+// that cannot be stopped.
+func RunMainNoLeaks(m *testing.M, cluster **Cluster, ignore ...goleak.Option) int {
+	code := RunMain(m, cluster)
+	if code != 0 {
+		return code
+	}
+	if err := goleak.Find(ignore...); err != nil {
+		fmt.Fprintln(os.Stderr, "goroutines outlived the tests:", err)
+		return 1
+	}
+	return 0
 }
 
 // DeploymentObject is a minimal Deployment to use as a trigger; the test

@@ -1,25 +1,44 @@
 package testenv
 
 import (
+	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"io"
+	"log"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// Proxy forwards TCP connections to the API server. Pausing it closes the
-// listener and every open connection, so that clients see the API server as
-// unreachable (connection refused) until Resume listens again on the same
-// address. TLS passes through untouched.
+// Proxy stands between clients and the API server, and can make the API
+// server unreachable or failing.
+//
+// Normally it forwards TCP connections; TLS passes through untouched.
+// Pausing it closes the listener and every open connection, so that clients
+// see the API server as unreachable (connection refused) until Resume
+// listens again on the same address. FailWith makes it answer every request
+// itself with an HTTP error, as an API server that is up but failing (etcd
+// gone, overloaded) does: it then ends TLS itself, with a certificate of its
+// own CA, which ProxyKubeconfig trusts besides the API server's.
 type Proxy struct {
 	target string
 	Addr   string
+
+	ca         *CA
+	failStatus atomic.Int32 // 0: forward
+	failed     atomic.Int64
+	failing    *connListener
+	failServer *http.Server
+	failDone   chan struct{}
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -34,20 +53,42 @@ func (c *Cluster) NewProxy() (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{target: u.Host, conns: map[net.Conn]bool{}}
+	dir, err := os.MkdirTemp(c.dir, "proxy-")
+	if err != nil {
+		return nil, err
+	}
+	ca, err := NewCA(dir)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p.Addr = ln.Addr().String()
+	p := &Proxy{target: u.Host, Addr: ln.Addr().String(), ca: ca, conns: map[net.Conn]bool{}, failDone: make(chan struct{})}
+	p.failing = &connListener{conns: make(chan net.Conn), closed: make(chan struct{}), addr: ln.Addr()}
+	p.failServer = &http.Server{
+		Handler:   http.HandlerFunc(p.fail),
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{ca.ServerCert}, MinVersion: tls.VersionTLS12},
+		// Cut connections make TLS handshake errors; they are expected.
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
+	go func() {
+		defer close(p.failDone)
+		_ = p.failServer.ServeTLS(p.failing, "", "")
+	}()
 	p.serve(ln)
 	return p, nil
 }
 
-// Kubeconfig writes a copy of the cluster's kubeconfig that goes through the
-// proxy and returns its path.
+// ProxyKubeconfig writes a copy of the cluster's kubeconfig that goes
+// through the proxy, trusting the proxy's CA too, and returns its path.
 func (c *Cluster) ProxyKubeconfig(p *Proxy) (string, error) {
 	cfg, err := clientcmd.LoadFromFile(c.Kubeconfig)
+	if err != nil {
+		return "", err
+	}
+	proxyCA, err := os.ReadFile(p.ca.File)
 	if err != nil {
 		return "", err
 	}
@@ -58,6 +99,13 @@ func (c *Cluster) ProxyKubeconfig(p *Proxy) (string, error) {
 		}
 		u.Host = p.Addr
 		cl.Server = u.String()
+		if cl.CertificateAuthority != "" {
+			if cl.CertificateAuthorityData, err = os.ReadFile(cl.CertificateAuthority); err != nil {
+				return "", err
+			}
+			cl.CertificateAuthority = ""
+		}
+		cl.CertificateAuthorityData = append(append(cl.CertificateAuthorityData, '\n'), proxyCA...)
 	}
 	path := filepath.Join(c.dir, "kubeconfig-proxy-"+strings.ReplaceAll(p.Addr, ":", "-"))
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
@@ -78,24 +126,24 @@ func (p *Proxy) serve(ln net.Listener) {
 			if err != nil {
 				return
 			}
+			if p.failStatus.Load() != 0 {
+				p.track(in)
+				p.failing.hand(in)
+				continue
+			}
 			out, err := net.Dial("tcp", p.target)
 			if err != nil {
 				in.Close()
 				continue
 			}
-			p.mu.Lock()
-			p.conns[in], p.conns[out] = true, true
-			p.mu.Unlock()
+			p.track(in, out)
 			p.wg.Add(2)
 			pipe := func(dst, src net.Conn) {
 				defer p.wg.Done()
 				_, _ = io.Copy(dst, src)
 				dst.Close()
 				src.Close()
-				p.mu.Lock()
-				delete(p.conns, dst)
-				delete(p.conns, src)
-				p.mu.Unlock()
+				p.forget(dst, src)
 			}
 			go pipe(in, out)
 			go pipe(out, in)
@@ -103,15 +151,70 @@ func (p *Proxy) serve(ln net.Listener) {
 	}()
 }
 
+func (p *Proxy) track(conns ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range conns {
+		p.conns[c] = true
+	}
+}
+
+func (p *Proxy) forget(conns ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range conns {
+		delete(p.conns, c)
+	}
+}
+
+// closeConns cuts every open connection, forwarded or failing.
+func (p *Proxy) closeConns() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+		delete(p.conns, c)
+	}
+}
+
+// FailWith makes the proxy answer every request with HTTP status (503, 500)
+// and a Status body, as the API server does when it fails; 0 forwards
+// requests again. Either way open connections are cut, so that clients
+// reconnect and meet the new behaviour at once.
+func (p *Proxy) FailWith(status int) {
+	p.failStatus.Store(int32(status))
+	p.closeConns()
+}
+
+// Failed returns how many requests the proxy has answered with an error.
+func (p *Proxy) Failed() int64 { return p.failed.Load() }
+
+func (p *Proxy) fail(w http.ResponseWriter, _ *http.Request) {
+	p.failed.Add(1)
+	code := int(p.failStatus.Load())
+	if code == 0 {
+		code = http.StatusServiceUnavailable // the proxy forwards again: this client reconnects next time
+	}
+	reason := metav1.StatusReasonInternalError
+	if code == http.StatusServiceUnavailable {
+		reason = metav1.StatusReasonServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure, Code: int32(code), Reason: reason,
+		Message: "the test proxy fails every request",
+	})
+}
+
 // Pause makes the API server unreachable through the proxy.
 func (p *Proxy) Pause() {
 	p.mu.Lock()
 	ln := p.ln
 	p.ln = nil
-	for c := range p.conns {
-		c.Close()
-	}
 	p.mu.Unlock()
+	p.closeConns()
 	if ln != nil {
 		ln.Close()
 	}
@@ -140,4 +243,39 @@ func (p *Proxy) Close() {
 	p.mu.Unlock()
 	p.Pause()
 	p.wg.Wait()
+	_ = p.failServer.Close()
+	<-p.failDone
 }
+
+// connListener hands the proxy's accepted connections to the server that
+// fails them.
+type connListener struct {
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+	addr   net.Addr
+}
+
+func (l *connListener) hand(c net.Conn) {
+	select {
+	case l.conns <- c:
+	case <-l.closed:
+		c.Close()
+	}
+}
+
+func (l *connListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *connListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *connListener) Addr() net.Addr { return l.addr }

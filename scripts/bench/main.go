@@ -70,7 +70,7 @@ func bench(ctx context.Context, o options) error {
 	defer os.RemoveAll(work)
 
 	note("building autox and the helm CLI %s", helmVersion(root))
-	autox, err := testenv.BuildAutox(work, "bench")
+	autox, err := testenv.BuildAutox(work, "bench", testenv.Plain)
 	if err != nil {
 		return err
 	}

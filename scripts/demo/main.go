@@ -48,7 +48,7 @@ func demo(ctx context.Context, keep bool) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	bin, err := testenv.BuildAutox(work, "demo")
+	bin, err := testenv.BuildAutox(work, "demo", testenv.Plain)
 	if err != nil {
 		return err
 	}
