@@ -167,6 +167,8 @@ func run(cmd *cobra.Command, f *runFlags) error {
 		case watch.StillRejected:
 			// The same rejected content again: counted and logged once.
 			m.ConfigReloadOK.Set(0)
+		case watch.Unsettled, watch.Canceled:
+			// Nothing was judged; the next check will.
 		}
 	}
 	charts, err := helmops.NewChartCache(helmops.ChartCacheOptions{

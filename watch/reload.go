@@ -39,7 +39,15 @@ const (
 	StillRejected Outcome = "still-rejected"
 	// Canceled: ctx ended during the check; nothing was judged.
 	Canceled Outcome = "canceled"
+	// Unsettled: the file changed between the two reads of one check (a
+	// kubelet swap or an editor caught mid-write); nothing was judged. The
+	// events of that write bring another check, so it is neither an error
+	// nor a rejection: counting it would alert on every well-timed swap.
+	Unsettled Outcome = "unsettled"
 )
+
+// errUnsettled is readStable's answer when its two reads differ.
+var errUnsettled = errors.New("the file is still being written; will check again")
 
 // Reloader applies the config file when its content changed and is valid.
 type Reloader struct {
@@ -49,7 +57,9 @@ type Reloader struct {
 	// settle is the pause between the two reads that must agree before a
 	// content is trusted, so a file caught mid-write is not taken for whole.
 	settle time.Duration
-	log    zerolog.Logger
+	// betweenReads, if set, runs between the two reads (tests write there).
+	betweenReads func()
+	log          zerolog.Logger
 	// OnOutcome, if set, is told every outcome (for metrics).
 	OnOutcome func(Outcome)
 
@@ -104,6 +114,10 @@ func (r *Reloader) check(ctx context.Context) Outcome {
 	data, readErr := r.readStable(ctx)
 	if readErr != nil && ctx.Err() != nil {
 		return Canceled
+	}
+	if errors.Is(readErr, errUnsettled) {
+		r.log.Debug().Str("config", r.path).Str("outcome", string(Unsettled)).Msg("config reload: the file changed while it was read; checking again")
+		return Unsettled
 	}
 	sum := sha256.Sum256(data)
 	if readErr == nil && sum == r.lastApplied {
@@ -166,6 +180,9 @@ func (r *Reloader) readStable(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.betweenReads != nil {
+		r.betweenReads()
+	}
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -176,7 +193,7 @@ func (r *Reloader) readStable(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	if !bytes.Equal(first, second) {
-		return nil, errors.New("the file is still being written; will check again")
+		return nil, errUnsettled
 	}
 	return first, nil
 }

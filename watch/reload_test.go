@@ -155,3 +155,28 @@ func TestNewReloaderRejectsInvalidStart(t *testing.T) {
 		t.Fatal("an invalid config at start must be an error")
 	}
 }
+
+// TestReloaderUnsettled: a file that changes between the two reads of one
+// check is judged by the next check, not rejected: a kubelet swap caught
+// mid-way is not an error.
+func TestReloaderUnsettled(t *testing.T) {
+	k := testenv.NewKubeletDir(t, "config.yaml", goodA)
+	applied := 0
+	r, _, err := NewReloader(k.Path(), func(context.Context, *config.Config) { applied++ }, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []Outcome
+	r.OnOutcome = func(o Outcome) { outcomes = append(outcomes, o) }
+	r.betweenReads = func() { k.Update(goodB) }
+	if got := r.Check(context.Background()); got != Unsettled {
+		t.Fatalf("a file changed during the check: outcome %s, want %s", got, Unsettled)
+	}
+	r.betweenReads = nil
+	if got := r.Check(context.Background()); got != Applied || applied != 1 {
+		t.Fatalf("the next check: outcome %s with %d applied, want %s", got, applied, Applied)
+	}
+	if len(outcomes) != 2 || outcomes[0] != Unsettled {
+		t.Errorf("outcomes %v", outcomes)
+	}
+}
