@@ -252,14 +252,24 @@ func withoutRecords(args []interface{}) []interface{} {
 }
 
 // SpecReleases returns this instance's releases of one spec in the given
-// namespaces: those carrying both autox labels, LabelSpec=spec and this
-// instance. Every namespace is read; when some cannot be, the others' releases
-// are returned with a *NamespacesError.
+// namespaces: those whose newest revision (the highest of all the release's
+// records, labelled or not) carries both autox labels, LabelSpec=spec and
+// this instance. A release whose newest revision someone wrote without them
+// is not returned, whatever its older revisions say: it is no longer ours,
+// and Lookup shows whose it is. Every namespace is read; when some cannot be,
+// the others' releases are returned with a *NamespacesError.
 func (m *Manager) SpecReleases(ctx context.Context, namespaces []string, spec string) ([]*Release, error) {
 	return eachNamespace(ctx, namespaces, func(ns string) ([]*Release, error) {
 		// The drivers' Query matches label equality only; the release-spec
-		// label and the instance are checked on the result.
-		return m.query(ctx, ns, map[string]string{LabelSpec: spec}, m.owned)
+		// label and the instance are checked on the newest revision.
+		groups, err := m.query(ns, map[string]string{LabelSpec: spec})
+		if err != nil {
+			return nil, err
+		}
+		if groups, err = m.newestOnly(ctx, ns, groups); err != nil {
+			return nil, err
+		}
+		return m.releases(ctx, ns, groups, m.owned), nil
 	})
 }
 
@@ -271,10 +281,11 @@ func (m *Manager) Lookup(ctx context.Context, namespace, name string) (*Release,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rels, err := m.query(ctx, namespace, map[string]string{"name": name}, func(*Release) bool { return true })
+	groups, err := m.query(namespace, map[string]string{"name": name})
 	if err != nil {
 		return nil, fmt.Errorf("cannot look up release %s/%s: %w", namespace, name, err)
 	}
+	rels := m.releases(ctx, namespace, groups, func(*Release) bool { return true })
 	if len(rels) == 0 {
 		return nil, nil
 	}
@@ -495,16 +506,18 @@ func (m *Manager) Rollback(ctx context.Context, namespace, name string, toRevisi
 
 // ManagedReleases decodes this instance's releases in the given namespaces
 // (for `autox list`; the control loop uses the cheaper Inventory and
-// SpecReleases). Like SpecReleases, it reads every namespace and returns a
-// *NamespacesError with the releases of the readable ones.
+// SpecReleases): every release record is read, and a release is this
+// instance's when its newest revision is, as for SpecReleases. Like
+// SpecReleases, it reads every namespace and returns a *NamespacesError with
+// the releases of the readable ones.
 func (m *Manager) ManagedReleases(ctx context.Context, namespaces []string) ([]*Release, error) {
 	return eachNamespace(ctx, namespaces, func(ns string) ([]*Release, error) {
-		recs, err := m.storage(ns).List(func(r *release.Release) bool {
-			return instanceOf(r.Labels) != ""
-		})
+		// All records, not only autox-labelled ones: a release's newest
+		// revision decides whose it is, labelled or not.
+		recs, err := m.storage(ns).List(func(*release.Release) bool { return true })
 		if err != nil {
 			return nil, fmt.Errorf("cannot list releases: %w", err)
 		}
-		return m.releases(ctx, ns, recs, m.owned), nil
+		return m.releases(ctx, ns, byName(recs), m.owned), nil
 	})
 }
