@@ -345,8 +345,23 @@ func (m *Manager) newInstall(d Desired) (*action.Install, *action.Configuration,
 	return in, cfg, nil
 }
 
-// Install installs a new release and returns its revision.
+// notStarted says that an operation was not started because ctx had ended.
+// Helm's RunWithContext writes a pending release record before it looks at
+// its context, so a Helm write must never be started on an ended one: the
+// caller is stopping, and the write would outlive it.
+func notStarted(ctx context.Context, operation, namespace, name string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s of release %s/%s not started: %w", operation, namespace, name, err)
+	}
+	return nil
+}
+
+// Install installs a new release and returns its revision. Nothing is
+// started when ctx has already ended.
 func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
+	if err := notStarted(ctx, "install", d.Namespace, d.Name); err != nil {
+		return 0, err
+	}
 	in, _, err := m.newInstall(d)
 	if err != nil {
 		return 0, err
@@ -360,8 +375,12 @@ func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
 }
 
 // Upgrade upgrades a release to exactly d's chart and values (ResetValues:
-// nothing of the previous revision's values survives) and returns the revision.
+// nothing of the previous revision's values survives) and returns the
+// revision. Nothing is started when ctx has already ended.
 func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
+	if err := notStarted(ctx, "upgrade", d.Namespace, d.Name); err != nil {
+		return 0, err
+	}
 	cfg, err := m.actionConfig(d.Namespace, d.Redact)
 	if err != nil {
 		return 0, err
@@ -406,9 +425,16 @@ func (m *Manager) Uninstall(ctx context.Context, namespace, name string, hide *r
 // returns the new revision (1). A release that cannot be replaced is never
 // removed (DESIGN §3): the new release is first rendered and validated
 // without writing anything (dryRunInstall), and only then is the old one
-// uninstalled.
+// uninstalled. Nothing is started when ctx has already ended, or ends during
+// the dry run.
 func (m *Manager) Reinstall(ctx context.Context, d Desired) (int, error) {
+	if err := notStarted(ctx, "reinstall", d.Namespace, d.Name); err != nil {
+		return 0, err
+	}
 	if err := m.dryRunInstall(ctx, d); err != nil {
+		if err := notStarted(ctx, "reinstall", d.Namespace, d.Name); err != nil {
+			return 0, err // cut off during the dry run, which writes nothing
+		}
 		return 0, fmt.Errorf("cannot reinstall release %s/%s: the new release does not render or validate; the running release is kept: %w", d.Namespace, d.Name, err)
 	}
 	if err := m.Uninstall(ctx, d.Namespace, d.Name, d.Redact); err != nil {
