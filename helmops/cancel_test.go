@@ -6,9 +6,26 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/autox-dev/autox/internal/testenv"
 )
+
+// waitUntil polls cond until it holds. The bound only ends a test that
+// would otherwise hang; it decides nothing.
+func waitUntil(t *testing.T, what string, cond func() (bool, error)) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 2*time.Minute, true,
+		func(context.Context) (bool, error) { return cond() })
+	if err != nil {
+		t.Fatalf("waiting until %s: %v", what, err)
+	}
+}
 
 // TestNoWriteAfterCancel: Install, Upgrade and Reinstall with a context
 // already cancelled say what they did not start and write nothing: Helm's
@@ -44,5 +61,82 @@ func TestNoWriteAfterCancel(t *testing.T) {
 	}
 	if cm, err := cluster.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), "r", metav1.GetOptions{}); err != nil || cm.Data["greeting"] != "hello" {
 		t.Errorf("the release's object changed: %v, %v", cm.Data, err)
+	}
+}
+
+// completeJob does what the Job controller, absent from the test control
+// plane, would do when a Job's pod succeeds.
+func completeJob(t *testing.T, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	job, err := cluster.Client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	job.Status = batchv1.JobStatus{
+		StartTime: &now, CompletionTime: &now, Succeeded: 1,
+		Conditions: []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		},
+	}
+	if _, err := cluster.Client.BatchV1().Jobs(ns).UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUninstallAndRollbackReturnOnCancel: Helm's uninstall and rollback take
+// no context and wait on a hook Job (here one no controller runs) up to the
+// Helm timeout; cancelled after the hook started, Uninstall and Rollback
+// return the context's error at once, and the operation goes on in the
+// background: once the test completes the Job, it finishes.
+func TestUninstallAndRollbackReturnOnCancel(t *testing.T) {
+	m := newManager(t, DriverSecret)
+	for _, tc := range []struct {
+		operation string
+		upgrades  int
+		run       func(ctx context.Context, ns string) error
+		after     func(r *Release) bool // what the background operation leaves
+	}{
+		{"uninstall", 0, func(ctx context.Context, ns string) error { return m.Uninstall(ctx, ns, "r", nil) },
+			func(r *Release) bool { return r == nil }},
+		{"rollback", 1, func(ctx context.Context, ns string) error { return m.Rollback(ctx, ns, "r", 1, nil) },
+			func(r *Release) bool {
+				return r != nil && r.Revision == 3 && r.Status == "deployed" && r.Values["count"] == "1"
+			}},
+	} {
+		t.Run(tc.operation, func(t *testing.T) {
+			ns := cluster.Namespace(t)
+			if _, err := m.Install(context.Background(), desired(t, ns, "r", "charts/hold", map[string]interface{}{"count": "1"})); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < tc.upgrades; i++ {
+				if _, err := m.Upgrade(context.Background(), desired(t, ns, "r", "charts/hold", map[string]interface{}{"count": "2"})); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			result := make(chan error, 1)
+			go func() { result <- tc.run(ctx, ns) }()
+			waitUntil(t, "the hook Job exists", func() (bool, error) {
+				_, err := cluster.Client.BatchV1().Jobs(ns).Get(context.Background(), "r-hold", metav1.GetOptions{})
+				return err == nil, testenv.IgnoreNotFound(err)
+			})
+			cancel()
+			err := <-result
+			want := fmt.Sprintf("%s of release %s/r", tc.operation, ns)
+			if !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "goes on in the background") {
+				t.Fatalf("error = %v; want context.Canceled, saying %q goes on in the background", err, want)
+			}
+
+			completeJob(t, ns, "r-hold")
+			m.background.Wait()
+			r, err := m.Lookup(context.Background(), ns, "r")
+			if err != nil || !tc.after(r) {
+				t.Errorf("after the background %s: %+v, %v", tc.operation, r, err)
+			}
+		})
 	}
 }

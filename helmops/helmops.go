@@ -25,6 +25,7 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/resource"
@@ -94,6 +95,10 @@ type Manager struct {
 	clientset kubernetes.Interface
 	meta      metadata.Interface
 	discovery *sharedDiscovery
+
+	// background counts the goroutines of untilDone still running,
+	// including those it stopped waiting for.
+	background sync.WaitGroup
 
 	capsMu sync.Mutex
 	caps   *chartutil.Capabilities
@@ -404,8 +409,26 @@ func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
 // an error. hide redacts the error and Helm's debug lines (nil hides
 // nothing): deleting a release's objects can fail with messages that quote
 // them, so the caller passes a Redactor made from the release's values.
+//
+// Helm's uninstall takes no context and may wait on pre- and post-delete
+// hooks up to the Helm timeout, so it runs in a goroutine, and Uninstall
+// returns the context's error when ctx ends first: the uninstall goes on in
+// the background until Helm ends it, bounded by the Helm timeout, as Helm
+// itself lets an install go on after its context. Nothing is started when
+// ctx has already ended. The write fence of autox's leadership term (DESIGN
+// §5) refuses the background writes once the term has ended.
 func (m *Manager) Uninstall(ctx context.Context, namespace, name string, hide *redact.Redactor) error {
-	if err := ctx.Err(); err != nil {
+	return m.uninstall(ctx, namespace, name, hide, false)
+}
+
+// uninstall is Uninstall; with wait it also waits, bounded by the Helm
+// timeout, until the deleted objects are gone from the API server. Deletion
+// propagates in the background: the objects themselves go at once (unless a
+// finalizer holds them), their dependents after them, which is all a new
+// install of the same objects needs. Foreground deletion would wait on the
+// garbage collector for every dependent, and where none runs, for ever.
+func (m *Manager) uninstall(ctx context.Context, namespace, name string, hide *redact.Redactor, wait bool) error {
+	if err := notStarted(ctx, "uninstall", namespace, name); err != nil {
 		return err
 	}
 	cfg, err := m.actionConfig(namespace, hide)
@@ -414,10 +437,40 @@ func (m *Manager) Uninstall(ctx context.Context, namespace, name string, hide *r
 	}
 	un := action.NewUninstall(cfg)
 	un.Timeout = m.opts.Timeout
-	if _, err := un.Run(name); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		return fmt.Errorf("cannot uninstall release %s/%s: %w", namespace, name, hide.Error(err))
+	if wait {
+		un.Wait = true
+		un.DeletionPropagation = string(metav1.DeletePropagationBackground)
 	}
-	return nil
+	err = m.untilDone(ctx, func() error { _, err := un.Run(name); return err })
+	switch {
+	case err == nil, errors.Is(err, driver.ErrReleaseNotFound):
+		return nil
+	case errors.Is(err, errLeftRunning):
+		return fmt.Errorf("uninstall of release %s/%s: %w", namespace, name, err)
+	}
+	return fmt.Errorf("cannot uninstall release %s/%s: %w", namespace, name, hide.Error(err))
+}
+
+// errLeftRunning marks the error of an operation that untilDone stopped
+// waiting for.
+var errLeftRunning = errors.New("stopped waiting; Helm goes on in the background until it ends, bounded by the Helm timeout")
+
+// untilDone runs op, a Helm call that takes no context, in a goroutine and
+// returns its error, or errLeftRunning with ctx's error as soon as ctx ends.
+// m.background counts the goroutines still running.
+func (m *Manager) untilDone(ctx context.Context, op func() error) error {
+	done := make(chan error, 1)
+	m.background.Add(1)
+	go func() {
+		defer m.background.Done()
+		done <- op()
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", errLeftRunning, ctx.Err())
+	}
 }
 
 // Reinstall replaces a release by uninstalling it and installing it anew
@@ -511,9 +564,11 @@ func dryRunCreate(ctx context.Context, kc kube.Interface, manifest string) error
 // Rollback rolls a release back to revision toRevision. Helm copies that
 // revision's release labels, so the instance and autox labels it carried
 // stay. hide redacts as for Uninstall; the caller makes it from the values of
-// the current and of the target revision.
+// the current and of the target revision. Like Helm's uninstall, Helm's
+// rollback takes no context and may wait on hooks: Rollback returns when ctx
+// ends and the rollback goes on in the background, as for Uninstall.
 func (m *Manager) Rollback(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor) error {
-	if err := ctx.Err(); err != nil {
+	if err := notStarted(ctx, "rollback", namespace, name); err != nil {
 		return err
 	}
 	cfg, err := m.actionConfig(namespace, hide)
@@ -524,7 +579,11 @@ func (m *Manager) Rollback(ctx context.Context, namespace, name string, toRevisi
 	rb.Version = toRevision
 	rb.MaxHistory = m.opts.MaxHistory
 	rb.Timeout = m.opts.Timeout
-	if err := rb.Run(name); err != nil {
+	err = m.untilDone(ctx, func() error { return rb.Run(name) })
+	if errors.Is(err, errLeftRunning) {
+		return fmt.Errorf("rollback of release %s/%s to revision %d: %w", namespace, name, toRevision, err)
+	}
+	if err != nil {
 		return fmt.Errorf("cannot roll back release %s/%s to revision %d: %w", namespace, name, toRevision, hide.Error(err))
 	}
 	return nil
