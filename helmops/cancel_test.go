@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/autox-dev/autox/internal/testenv"
@@ -136,6 +137,73 @@ func TestUninstallAndRollbackReturnOnCancel(t *testing.T) {
 			r, err := m.Lookup(context.Background(), ns, "r")
 			if err != nil || !tc.after(r) {
 				t.Errorf("after the background %s: %+v, %v", tc.operation, r, err)
+			}
+		})
+	}
+}
+
+// TestReinstallCompletesThePair: the old release's ConfigMap is held by a
+// finalizer for a while after the uninstall deleted it. Reinstall waits until
+// it is gone before it installs, so the new release has a ConfigMap of its own
+// (an install at once would fail on, or adopt, the object being deleted,
+// which then goes); and once the uninstall started, a cancelled context does
+// not stop the install: the release ends installed.
+func TestReinstallCompletesThePair(t *testing.T) {
+	m := newManager(t, DriverSecret)
+	for _, tc := range []struct {
+		name   string
+		cancel bool
+	}{{"not cancelled", false}, {"cancelled after the uninstall started", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			bg := context.Background()
+			ns := cluster.Namespace(t)
+			cms := cluster.Client.CoreV1().ConfigMaps(ns)
+			if _, err := m.Install(bg, desired(t, ns, "r", "charts/finalizer", map[string]interface{}{"count": "1"})); err != nil {
+				t.Fatal(err)
+			}
+			old, err := cms.Get(bg, "r", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			release := func(uid types.UID) {
+				t.Helper()
+				patch := fmt.Sprintf(`{"metadata":{"uid":%q,"finalizers":null}}`, uid)
+				if _, err := cms.Patch(bg, "r", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+					t.Fatalf("removing the finalizer of ConfigMap r (uid %s): %v", uid, err)
+				}
+			}
+
+			ctx, cancel := context.WithCancel(bg)
+			defer cancel()
+			type result struct {
+				rev int
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				rev, err := m.Reinstall(ctx, desired(t, ns, "r", "charts/finalizer", map[string]interface{}{"count": "2"}))
+				done <- result{rev, err}
+			}()
+			waitUntil(t, "the uninstall deleted the old ConfigMap", func() (bool, error) {
+				cm, err := cms.Get(bg, "r", metav1.GetOptions{})
+				return err == nil && cm.UID == old.UID && cm.DeletionTimestamp != nil, err
+			})
+			if tc.cancel {
+				cancel()
+			}
+			release(old.UID)
+			res := <-done
+			m.background.Wait()
+			if res.err != nil || res.rev != 1 {
+				t.Fatalf("Reinstall = %d, %v", res.rev, res.err)
+			}
+			cm, err := cms.Get(bg, "r", metav1.GetOptions{})
+			if err != nil || cm.UID == old.UID || cm.DeletionTimestamp != nil || cm.Data["count"] != "2" {
+				t.Fatalf("the new release's ConfigMap: %v (old uid %s), %v", cm, old.UID, err)
+			}
+			defer release(cm.UID)
+			if r, err := m.Lookup(bg, ns, "r"); err != nil || r == nil || r.Revision != 1 || r.Status != "deployed" || r.Values["count"] != "2" {
+				t.Errorf("after Reinstall: %+v, %v", r, err)
 			}
 		})
 	}

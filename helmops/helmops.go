@@ -478,8 +478,16 @@ func (m *Manager) untilDone(ctx context.Context, op func() error) error {
 // returns the new revision (1). A release that cannot be replaced is never
 // removed (DESIGN §3): the new release is first rendered and validated
 // without writing anything (dryRunInstall), and only then is the old one
-// uninstalled. Nothing is started when ctx has already ended, or ends during
-// the dry run.
+// uninstalled. The install starts only once the old release's objects are
+// gone from the API server (see uninstall), so that it does not fail on, or
+// adopt, an object still being deleted (a finalizer holds it).
+//
+// Nothing is started when ctx has already ended, or ends during the dry run.
+// Once the uninstall has started, the pair runs to its end on a context the
+// end of ctx does not cut (each of its operations bounded by the Helm
+// timeout): a stop must not leave the release removed and the new one never
+// installed, as it must not leave a chart group half done (DESIGN §5); the
+// caller bounds how long it waits for its work at shutdown.
 func (m *Manager) Reinstall(ctx context.Context, d Desired) (int, error) {
 	if err := notStarted(ctx, "reinstall", d.Namespace, d.Name); err != nil {
 		return 0, err
@@ -490,10 +498,19 @@ func (m *Manager) Reinstall(ctx context.Context, d Desired) (int, error) {
 		}
 		return 0, fmt.Errorf("cannot reinstall release %s/%s: the new release does not render or validate; the running release is kept: %w", d.Namespace, d.Name, err)
 	}
-	if err := m.Uninstall(ctx, d.Namespace, d.Name, d.Redact); err != nil {
+	if err := notStarted(ctx, "reinstall", d.Namespace, d.Name); err != nil {
 		return 0, err
 	}
-	return m.Install(ctx, d)
+	pair := context.WithoutCancel(ctx)
+	uninstallCtx, cancel := context.WithTimeout(pair, m.opts.Timeout)
+	err := m.uninstall(uninstallCtx, d.Namespace, d.Name, d.Redact, true)
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("cannot reinstall release %s/%s: the new release was not installed: %w", d.Namespace, d.Name, err)
+	}
+	installCtx, cancel := context.WithTimeout(pair, m.opts.Timeout)
+	defer cancel()
+	return m.Install(installCtx, d)
 }
 
 // dryRunInstall checks that d would install, writing nothing. Helm's install
