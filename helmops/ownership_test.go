@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"sync"
 	"testing"
@@ -160,10 +161,11 @@ func TestNewestRevisionDecidesOwnership(t *testing.T) {
 	}
 }
 
-// summary is what a reader says of a release, as one comparable string.
+// summary is what a reader says of a release, values of the last deployed
+// revision included, as one comparable string.
 func summary(r *Release) string {
-	return fmt.Sprintf("rev %d %s spec %s/%s@%s deployed before %v, last deployed %d, values %v",
-		r.Revision, r.Status, r.Spec, r.ReleaseSpec, r.Instance, r.DeployedBefore, r.LastDeployedRevision, r.Values)
+	return fmt.Sprintf("rev %d %s spec %s/%s@%s deployed before %v, last deployed %d with %v, values %v",
+		r.Revision, r.Status, r.Spec, r.ReleaseSpec, r.Instance, r.DeployedBefore, r.LastDeployedRevision, r.DeployedValues, r.Values)
 }
 
 // countRequests counts every request a Manager sends.
@@ -222,4 +224,63 @@ func TestInventoryCostsOneListPerNamespace(t *testing.T) {
 	if got := counter.count(); got != len(namespaces) {
 		t.Errorf("Inventory.Managed sent %d requests for %d namespaces", got, len(namespaces))
 	}
+}
+
+// TestDeployedValues: every reader gives the values of the last deployed
+// revision while the latest one is not it (failed upgrades here), so that
+// callers can redact what a rollback or the next upgrade may quote; none
+// while the latest revision is the deployed one.
+func TestDeployedValues(t *testing.T) {
+	ctx := context.Background()
+	m := newManager(t, DriverSecret)
+	ns := cluster.Namespace(t)
+	first := map[string]interface{}{"label": "first"}
+	label := func(v string) Desired { return desired(t, ns, "r", "charts/label", map[string]interface{}{"label": v}) }
+	readers := map[string]func() *Release{
+		"Lookup": func() *Release {
+			r, err := m.Lookup(ctx, ns, "r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		},
+		"SpecReleases": func() *Release {
+			rels, err := m.SpecReleases(ctx, []string{ns}, "spec")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return findRelease(rels, "r")
+		},
+		"ManagedReleases": func() *Release {
+			rels, err := m.ManagedReleases(ctx, []string{ns})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return findRelease(rels, "r")
+		},
+	}
+	check := func(step string, revision, lastDeployed int, deployedValues map[string]interface{}) {
+		t.Helper()
+		for name, read := range readers {
+			r := read()
+			if r == nil || r.Revision != revision || r.LastDeployedRevision != lastDeployed || !reflect.DeepEqual(r.DeployedValues, deployedValues) {
+				t.Errorf("%s, %s: %+v; want revision %d, last deployed %d with %v", step, name, r, revision, lastDeployed, deployedValues)
+			}
+		}
+	}
+
+	if _, err := m.Install(ctx, label("first")); err != nil {
+		t.Fatal(err)
+	}
+	check("installed", 1, 1, nil)
+	for i := 2; i <= 3; i++ {
+		if _, err := m.Upgrade(ctx, label(secret)); err == nil {
+			t.Fatal("the API server must refuse the label")
+		}
+		check(fmt.Sprintf("failed upgrade to %d", i), i, 1, first)
+	}
+	if _, err := m.Upgrade(ctx, label("second")); err != nil {
+		t.Fatal(err)
+	}
+	check("upgraded", 4, 4, nil)
 }

@@ -52,6 +52,13 @@ type Release struct {
 	DeployedBefore bool
 	// LastDeployedRevision is the newest revision that reached deployed, or 0.
 	LastDeployedRevision int
+	// DeployedValues are the user-supplied values of LastDeployedRevision
+	// when that is not the latest revision (which Values describes), else
+	// nil. An operation on the release may quote that revision's objects,
+	// and so its values: a rollback to it, an upgrade after a failed
+	// revision (Helm compares with the last deployed one). Callers redact
+	// them too, as they do Values. Never log them.
+	DeployedValues map[string]interface{}
 }
 
 // Managed reports whether the release carries both of autox's labels; a
@@ -124,16 +131,21 @@ func summarise(revs []*release.Release) *Release {
 		r.ChartName = last.Chart.Metadata.Name
 		r.ChartVersion = last.Chart.Metadata.Version
 	}
+	var deployed *release.Release
 	for _, rev := range revs {
 		if rev.Info == nil {
 			continue
 		}
 		if rev.Info.Status == release.StatusDeployed || rev.Info.Status == release.StatusSuperseded {
+			deployed = rev
 			r.LastDeployedRevision = rev.Version
 			if rev != last {
 				r.DeployedBefore = true
 			}
 		}
+	}
+	if deployed != nil && deployed != last {
+		r.DeployedValues = deployed.Config
 	}
 	return r
 }
