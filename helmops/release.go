@@ -231,8 +231,8 @@ func lastWrite(meta metav1.ObjectMeta) time.Time {
 	return latest
 }
 
-// query returns the records of namespace matching match (label equality only, as
-// the drivers' Query), grouped by release name; none is not an error.
+// query returns the records of namespace matching match (label equality
+// only, as the drivers' Query), grouped by release name; none is no error.
 func (m *Manager) query(namespace string, match map[string]string) (map[string][]*release.Release, error) {
 	match["owner"] = "helm"
 	recs, err := m.storage(namespace).Query(match)
