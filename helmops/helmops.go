@@ -25,6 +25,7 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/resource"
@@ -94,6 +95,10 @@ type Manager struct {
 	clientset kubernetes.Interface
 	meta      metadata.Interface
 	discovery *sharedDiscovery
+
+	// background counts the goroutines of untilDone still running,
+	// including those it stopped waiting for.
+	background sync.WaitGroup
 
 	capsMu sync.Mutex
 	caps   *chartutil.Capabilities
@@ -252,14 +257,24 @@ func withoutRecords(args []interface{}) []interface{} {
 }
 
 // SpecReleases returns this instance's releases of one spec in the given
-// namespaces: those carrying both autox labels, LabelSpec=spec and this
-// instance. Every namespace is read; when some cannot be, the others' releases
-// are returned with a *NamespacesError.
+// namespaces: those whose newest revision (the highest of all the release's
+// records, labelled or not) carries both autox labels, LabelSpec=spec and
+// this instance. A release whose newest revision someone wrote without them
+// is not returned, whatever its older revisions say: it is no longer ours,
+// and Lookup shows whose it is. Every namespace is read; when some cannot be,
+// the others' releases are returned with a *NamespacesError.
 func (m *Manager) SpecReleases(ctx context.Context, namespaces []string, spec string) ([]*Release, error) {
 	return eachNamespace(ctx, namespaces, func(ns string) ([]*Release, error) {
 		// The drivers' Query matches label equality only; the release-spec
-		// label and the instance are checked on the result.
-		return m.query(ctx, ns, map[string]string{LabelSpec: spec}, m.owned)
+		// label and the instance are checked on the newest revision.
+		groups, err := m.query(ns, map[string]string{LabelSpec: spec})
+		if err != nil {
+			return nil, err
+		}
+		if groups, err = m.newestOnly(ctx, ns, groups); err != nil {
+			return nil, err
+		}
+		return m.releases(ctx, ns, groups, m.owned), nil
 	})
 }
 
@@ -271,10 +286,11 @@ func (m *Manager) Lookup(ctx context.Context, namespace, name string) (*Release,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rels, err := m.query(ctx, namespace, map[string]string{"name": name}, func(*Release) bool { return true })
+	groups, err := m.query(namespace, map[string]string{"name": name})
 	if err != nil {
 		return nil, fmt.Errorf("cannot look up release %s/%s: %w", namespace, name, err)
 	}
+	rels := m.releases(ctx, namespace, groups, func(*Release) bool { return true })
 	if len(rels) == 0 {
 		return nil, nil
 	}
@@ -334,8 +350,23 @@ func (m *Manager) newInstall(d Desired) (*action.Install, *action.Configuration,
 	return in, cfg, nil
 }
 
-// Install installs a new release and returns its revision.
+// notStarted says that an operation was not started because ctx had ended.
+// Helm's RunWithContext writes a pending release record before it looks at
+// its context, so a Helm write must never be started on an ended one: the
+// caller is stopping, and the write would outlive it.
+func notStarted(ctx context.Context, operation, namespace, name string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s of release %s/%s not started: %w", operation, namespace, name, err)
+	}
+	return nil
+}
+
+// Install installs a new release and returns its revision. Nothing is
+// started when ctx has already ended.
 func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
+	if err := notStarted(ctx, "install", d.Namespace, d.Name); err != nil {
+		return 0, err
+	}
 	in, _, err := m.newInstall(d)
 	if err != nil {
 		return 0, err
@@ -349,8 +380,12 @@ func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
 }
 
 // Upgrade upgrades a release to exactly d's chart and values (ResetValues:
-// nothing of the previous revision's values survives) and returns the revision.
+// nothing of the previous revision's values survives) and returns the
+// revision. Nothing is started when ctx has already ended.
 func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
+	if err := notStarted(ctx, "upgrade", d.Namespace, d.Name); err != nil {
+		return 0, err
+	}
 	cfg, err := m.actionConfig(d.Namespace, d.Redact)
 	if err != nil {
 		return 0, err
@@ -374,8 +409,26 @@ func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
 // an error. hide redacts the error and Helm's debug lines (nil hides
 // nothing): deleting a release's objects can fail with messages that quote
 // them, so the caller passes a Redactor made from the release's values.
+//
+// Helm's uninstall takes no context and may wait on pre- and post-delete
+// hooks up to the Helm timeout, so it runs in a goroutine, and Uninstall
+// returns the context's error when ctx ends first: the uninstall goes on in
+// the background until Helm ends it, bounded by the Helm timeout, as Helm
+// itself lets an install go on after its context. Nothing is started when
+// ctx has already ended. The write fence of autox's leadership term (DESIGN
+// §5) refuses the background writes once the term has ended.
 func (m *Manager) Uninstall(ctx context.Context, namespace, name string, hide *redact.Redactor) error {
-	if err := ctx.Err(); err != nil {
+	return m.uninstall(ctx, namespace, name, hide, false)
+}
+
+// uninstall is Uninstall; with wait it also waits, bounded by the Helm
+// timeout, until the deleted objects are gone from the API server. Deletion
+// propagates in the background: the objects themselves go at once (unless a
+// finalizer holds them), their dependents after them, which is all a new
+// install of the same objects needs. Foreground deletion would wait on the
+// garbage collector for every dependent, and where none runs, for ever.
+func (m *Manager) uninstall(ctx context.Context, namespace, name string, hide *redact.Redactor, wait bool) error {
+	if err := notStarted(ctx, "uninstall", namespace, name); err != nil {
 		return err
 	}
 	cfg, err := m.actionConfig(namespace, hide)
@@ -384,10 +437,40 @@ func (m *Manager) Uninstall(ctx context.Context, namespace, name string, hide *r
 	}
 	un := action.NewUninstall(cfg)
 	un.Timeout = m.opts.Timeout
-	if _, err := un.Run(name); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		return fmt.Errorf("cannot uninstall release %s/%s: %w", namespace, name, hide.Error(err))
+	if wait {
+		un.Wait = true
+		un.DeletionPropagation = string(metav1.DeletePropagationBackground)
 	}
-	return nil
+	err = m.untilDone(ctx, func() error { _, err := un.Run(name); return err })
+	switch {
+	case err == nil, errors.Is(err, driver.ErrReleaseNotFound):
+		return nil
+	case errors.Is(err, errLeftRunning):
+		return fmt.Errorf("uninstall of release %s/%s: %w", namespace, name, err)
+	}
+	return fmt.Errorf("cannot uninstall release %s/%s: %w", namespace, name, hide.Error(err))
+}
+
+// errLeftRunning marks the error of an operation that untilDone stopped
+// waiting for.
+var errLeftRunning = errors.New("stopped waiting; Helm goes on in the background until it ends, bounded by the Helm timeout")
+
+// untilDone runs op, a Helm call that takes no context, in a goroutine and
+// returns its error, or errLeftRunning with ctx's error as soon as ctx ends.
+// m.background counts the goroutines still running.
+func (m *Manager) untilDone(ctx context.Context, op func() error) error {
+	done := make(chan error, 1)
+	m.background.Add(1)
+	go func() {
+		defer m.background.Done()
+		done <- op()
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", errLeftRunning, ctx.Err())
+	}
 }
 
 // Reinstall replaces a release by uninstalling it and installing it anew
@@ -395,15 +478,39 @@ func (m *Manager) Uninstall(ctx context.Context, namespace, name string, hide *r
 // returns the new revision (1). A release that cannot be replaced is never
 // removed (DESIGN §3): the new release is first rendered and validated
 // without writing anything (dryRunInstall), and only then is the old one
-// uninstalled.
+// uninstalled. The install starts only once the old release's objects are
+// gone from the API server (see uninstall), so that it does not fail on, or
+// adopt, an object still being deleted (a finalizer holds it).
+//
+// Nothing is started when ctx has already ended, or ends during the dry run.
+// Once the uninstall has started, the pair runs to its end on a context the
+// end of ctx does not cut (each of its operations bounded by the Helm
+// timeout): a stop must not leave the release removed and the new one never
+// installed, as it must not leave a chart group half done (DESIGN §5); the
+// caller bounds how long it waits for its work at shutdown.
 func (m *Manager) Reinstall(ctx context.Context, d Desired) (int, error) {
-	if err := m.dryRunInstall(ctx, d); err != nil {
-		return 0, fmt.Errorf("cannot reinstall release %s/%s: the new release does not render or validate; the running release is kept: %w", d.Namespace, d.Name, err)
-	}
-	if err := m.Uninstall(ctx, d.Namespace, d.Name, d.Redact); err != nil {
+	if err := notStarted(ctx, "reinstall", d.Namespace, d.Name); err != nil {
 		return 0, err
 	}
-	return m.Install(ctx, d)
+	if err := m.dryRunInstall(ctx, d); err != nil {
+		if err := notStarted(ctx, "reinstall", d.Namespace, d.Name); err != nil {
+			return 0, err // cut off during the dry run, which writes nothing
+		}
+		return 0, fmt.Errorf("cannot reinstall release %s/%s: the new release does not render or validate; the running release is kept: %w", d.Namespace, d.Name, err)
+	}
+	if err := notStarted(ctx, "reinstall", d.Namespace, d.Name); err != nil {
+		return 0, err
+	}
+	pair := context.WithoutCancel(ctx)
+	uninstallCtx, cancel := context.WithTimeout(pair, m.opts.Timeout)
+	err := m.uninstall(uninstallCtx, d.Namespace, d.Name, d.Redact, true)
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("cannot reinstall release %s/%s: the new release was not installed: %w", d.Namespace, d.Name, err)
+	}
+	installCtx, cancel := context.WithTimeout(pair, m.opts.Timeout)
+	defer cancel()
+	return m.Install(installCtx, d)
 }
 
 // dryRunInstall checks that d would install, writing nothing. Helm's install
@@ -474,9 +581,11 @@ func dryRunCreate(ctx context.Context, kc kube.Interface, manifest string) error
 // Rollback rolls a release back to revision toRevision. Helm copies that
 // revision's release labels, so the instance and autox labels it carried
 // stay. hide redacts as for Uninstall; the caller makes it from the values of
-// the current and of the target revision.
+// the current and of the target revision. Like Helm's uninstall, Helm's
+// rollback takes no context and may wait on hooks: Rollback returns when ctx
+// ends and the rollback goes on in the background, as for Uninstall.
 func (m *Manager) Rollback(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor) error {
-	if err := ctx.Err(); err != nil {
+	if err := notStarted(ctx, "rollback", namespace, name); err != nil {
 		return err
 	}
 	cfg, err := m.actionConfig(namespace, hide)
@@ -487,7 +596,11 @@ func (m *Manager) Rollback(ctx context.Context, namespace, name string, toRevisi
 	rb.Version = toRevision
 	rb.MaxHistory = m.opts.MaxHistory
 	rb.Timeout = m.opts.Timeout
-	if err := rb.Run(name); err != nil {
+	err = m.untilDone(ctx, func() error { return rb.Run(name) })
+	if errors.Is(err, errLeftRunning) {
+		return fmt.Errorf("rollback of release %s/%s to revision %d: %w", namespace, name, toRevision, err)
+	}
+	if err != nil {
 		return fmt.Errorf("cannot roll back release %s/%s to revision %d: %w", namespace, name, toRevision, hide.Error(err))
 	}
 	return nil
@@ -495,16 +608,18 @@ func (m *Manager) Rollback(ctx context.Context, namespace, name string, toRevisi
 
 // ManagedReleases decodes this instance's releases in the given namespaces
 // (for `autox list`; the control loop uses the cheaper Inventory and
-// SpecReleases). Like SpecReleases, it reads every namespace and returns a
-// *NamespacesError with the releases of the readable ones.
+// SpecReleases): every release record is read, and a release is this
+// instance's when its newest revision is, as for SpecReleases. Like
+// SpecReleases, it reads every namespace and returns a *NamespacesError with
+// the releases of the readable ones.
 func (m *Manager) ManagedReleases(ctx context.Context, namespaces []string) ([]*Release, error) {
 	return eachNamespace(ctx, namespaces, func(ns string) ([]*Release, error) {
-		recs, err := m.storage(ns).List(func(r *release.Release) bool {
-			return instanceOf(r.Labels) != ""
-		})
+		// All records, not only autox-labelled ones: a release's newest
+		// revision decides whose it is, labelled or not.
+		recs, err := m.storage(ns).List(func(*release.Release) bool { return true })
 		if err != nil {
 			return nil, fmt.Errorf("cannot list releases: %w", err)
 		}
-		return m.releases(ctx, ns, recs, m.owned), nil
+		return m.releases(ctx, ns, byName(recs), m.owned), nil
 	})
 }

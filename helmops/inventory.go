@@ -10,8 +10,8 @@ import (
 	"k8s.io/client-go/metadata"
 )
 
-// Record is an autox release as its storage records' labels describe it,
-// without decoding the release itself: enough to find and remove releases of
+// Record is an autox release as the labels of its newest storage record
+// describe it, without decoding the release itself: enough to find and remove releases of
 // specs that are gone, at the cost of one metadata LIST per namespace.
 type Record struct {
 	Name        string
@@ -41,9 +41,11 @@ func (m *Manager) NewInventory() (*Inventory, error) {
 	return &Inventory{meta: m.meta, driver: m.opts.StorageDriver, instance: m.opts.Instance}, nil
 }
 
-// Managed returns one Record per release of the Inventory's instance (its
-// newest autox-labelled revision) in the given namespaces, sorted by
-// namespace and name. Every namespace is read; when some cannot be, the
+// Managed returns one Record per release of the Inventory's instance in the
+// given namespaces, sorted by namespace and name. A release is the
+// instance's when its newest revision (the highest of all its records,
+// labelled or not) carries both autox labels and the instance; the Record
+// describes that revision. Every namespace is read; when some cannot be, the
 // others' records are returned with a *NamespacesError, and a caller must not
 // take the failed namespaces' missing records for "nothing exists".
 func (inv *Inventory) Managed(ctx context.Context, namespaces []string) ([]Record, error) {
@@ -59,35 +61,45 @@ func (inv *Inventory) Managed(ctx context.Context, namespaces []string) ([]Recor
 	return out, err
 }
 
+// namespace reads the metadata of every Helm record in ns, autox-labelled or
+// not, in one LIST: only then is a release's newest revision known. A
+// selector on autox's labels would find a release whose newest revision
+// someone wrote without them (helm upgrade --labels autox.dev/spec=null, an
+// old Helm client) by its older revisions, and autox would act on a release
+// it no longer owns.
 func (inv *Inventory) namespace(ctx context.Context, ns string) ([]Record, error) {
 	list, err := inv.meta.Resource(recordResource(inv.driver)).Namespace(ns).List(ctx, metav1.ListOptions{
-		LabelSelector: "owner=helm," + LabelSpec + "," + LabelReleaseSpec,
+		LabelSelector: "owner=helm",
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cannot list autox release records: %w", err)
+		return nil, fmt.Errorf("cannot list release records: %w", err)
 	}
-	newest := map[string]Record{}
+	type revision struct {
+		number int
+		labels map[string]string
+	}
+	newest := map[string]revision{}
 	for _, item := range list.Items {
 		l := item.Labels
 		rev, err := strconv.Atoi(l["version"])
-		if err != nil || l["name"] == "" || instanceOf(l) == "" {
-			continue // not a Helm release record of autox's after all
+		if err != nil || l["name"] == "" {
+			continue // not a Helm release record after all
 		}
-		if cur, ok := newest[l["name"]]; ok && cur.Revision > rev {
-			continue
-		}
-		autoxRev, _ := strconv.Atoi(l[LabelRevision])
-		newest[l["name"]] = Record{
-			Name: l["name"], Namespace: ns, Spec: l[LabelSpec], ReleaseSpec: l[LabelReleaseSpec], Instance: instanceOf(l),
-			Revision: rev, Status: l["status"], Digest: l[LabelDigest], AutoxRevision: autoxRev,
+		if cur, ok := newest[l["name"]]; !ok || rev > cur.number {
+			newest[l["name"]] = revision{rev, l}
 		}
 	}
 	out := make([]Record, 0, len(newest))
-	for _, r := range newest {
-		// The newest revision decides whose release it is.
-		if r.Instance == inv.instance {
-			out = append(out, r)
+	for name, r := range newest {
+		l := r.labels
+		if instanceOf(l) != inv.instance {
+			continue // not autox's, or another instance's
 		}
+		autoxRev, _ := strconv.Atoi(l[LabelRevision])
+		out = append(out, Record{
+			Name: name, Namespace: ns, Spec: l[LabelSpec], ReleaseSpec: l[LabelReleaseSpec], Instance: inv.instance,
+			Revision: r.number, Status: l["status"], Digest: l[LabelDigest], AutoxRevision: autoxRev,
+		})
 	}
 	return out, nil
 }

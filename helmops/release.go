@@ -12,6 +12,8 @@ import (
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 )
 
 // Release is what autox needs to know of one release: its latest revision, and
@@ -50,6 +52,13 @@ type Release struct {
 	DeployedBefore bool
 	// LastDeployedRevision is the newest revision that reached deployed, or 0.
 	LastDeployedRevision int
+	// DeployedValues are the user-supplied values of LastDeployedRevision
+	// when that is not the latest revision (which Values describes), else
+	// nil. An operation on the release may quote that revision's objects,
+	// and so its values: a rollback to it, an upgrade after a failed
+	// revision (Helm compares with the last deployed one). Callers redact
+	// them too, as they do Values. Never log them.
+	DeployedValues map[string]interface{}
 }
 
 // Managed reports whether the release carries both of autox's labels; a
@@ -122,29 +131,39 @@ func summarise(revs []*release.Release) *Release {
 		r.ChartName = last.Chart.Metadata.Name
 		r.ChartVersion = last.Chart.Metadata.Version
 	}
+	var deployed *release.Release
 	for _, rev := range revs {
 		if rev.Info == nil {
 			continue
 		}
 		if rev.Info.Status == release.StatusDeployed || rev.Info.Status == release.StatusSuperseded {
+			deployed = rev
 			r.LastDeployedRevision = rev.Version
 			if rev != last {
 				r.DeployedBefore = true
 			}
 		}
 	}
+	if deployed != nil && deployed != last {
+		r.DeployedValues = deployed.Config
+	}
 	return r
 }
 
-// releases groups the records of one namespace by release name and returns
-// one Release per name, sorted by name, keeping those keep accepts.
-func (m *Manager) releases(ctx context.Context, namespace string, recs []*release.Release, keep func(*Release) bool) []*Release {
-	byName := map[string][]*release.Release{}
+// byName groups release records by release name.
+func byName(recs []*release.Release) map[string][]*release.Release {
+	out := map[string][]*release.Release{}
 	for _, r := range recs {
-		byName[r.Name] = append(byName[r.Name], r)
+		out[r.Name] = append(out[r.Name], r)
 	}
-	out := make([]*Release, 0, len(byName))
-	for _, revs := range byName {
+	return out
+}
+
+// releases returns one Release per name of groups (every revision of a name
+// that is to be judged), sorted by name, keeping those keep accepts.
+func (m *Manager) releases(ctx context.Context, namespace string, groups map[string][]*release.Release, keep func(*Release) bool) []*Release {
+	out := make([]*Release, 0, len(groups))
+	for _, revs := range groups {
 		r := summarise(revs)
 		r.Namespace = namespace // where the record is, whatever the payload says
 		if !keep(r) {
@@ -212,17 +231,99 @@ func lastWrite(meta metav1.ObjectMeta) time.Time {
 	return latest
 }
 
-// query returns one Release per release name among the records of namespace
-// matching labels (equality only, as the drivers' Query), keeping those keep
-// accepts.
-func (m *Manager) query(ctx context.Context, namespace string, labels map[string]string, keep func(*Release) bool) ([]*Release, error) {
-	labels["owner"] = "helm"
-	recs, err := m.storage(namespace).Query(labels)
+// query returns the records of namespace matching match (label equality
+// only, as the drivers' Query), grouped by release name; none is no error.
+func (m *Manager) query(namespace string, match map[string]string) (map[string][]*release.Release, error) {
+	match["owner"] = "helm"
+	recs, err := m.storage(namespace).Query(match)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot read release records: %w", err)
 	}
-	return m.releases(ctx, namespace, recs, keep), nil
+	return byName(recs), nil
+}
+
+// recordVersions returns the revisions of every Helm record of the named
+// releases in namespace, read from record metadata in one LIST: all of them,
+// whatever their labels, so that the newest revision of a release is known
+// even when it carries none of autox's labels.
+func (m *Manager) recordVersions(ctx context.Context, namespace string, names []string) (map[string][]int, error) {
+	named, err := labels.NewRequirement("name", selection.In, names)
+	if err != nil {
+		return nil, fmt.Errorf("cannot select the records of releases %v: %w", names, err)
+	}
+	owner, err := labels.NewRequirement("owner", selection.Equals, []string{"helm"})
+	if err != nil {
+		return nil, err
+	}
+	list, err := m.meta.Resource(recordResource(m.opts.StorageDriver)).Namespace(namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.NewSelector().Add(*owner, *named).String(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot list release records: %w", err)
+	}
+	out := map[string][]int{}
+	for _, item := range list.Items {
+		if v, err := strconv.Atoi(item.Labels["version"]); err == nil {
+			out[item.Labels["name"]] = append(out[item.Labels["name"]], v)
+		}
+	}
+	return out, nil
+}
+
+// newestOnly keeps, of groups (records found by a label of autox's), the
+// releases whose newest revision among all their records is in the group,
+// so that a release someone upgraded without autox's labels (or with another
+// spec's) is judged on that newest revision and is not this group's: its
+// older, labelled revisions are history, not ownership. A kept release whose
+// history holds revisions outside the group (a revision written without the
+// labels, then labelled again) is read whole, so that what summarise says of
+// its earlier revisions is true. Costs one metadata LIST, plus one LIST per
+// such release.
+func (m *Manager) newestOnly(ctx context.Context, namespace string, groups map[string][]*release.Release) (map[string][]*release.Release, error) {
+	if len(groups) == 0 {
+		return groups, nil
+	}
+	names := make([]string, 0, len(groups))
+	for name := range groups {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	versions, err := m.recordVersions(ctx, namespace, names)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]*release.Release, len(groups))
+	for _, name := range names {
+		inGroup := map[int]bool{}
+		for _, r := range groups[name] {
+			inGroup[r.Version] = true
+		}
+		all := versions[name]
+		if len(all) == 0 {
+			continue // removed since the group was read
+		}
+		newest, complete := all[0], true
+		for _, v := range all {
+			newest = max(newest, v)
+			complete = complete && inGroup[v]
+		}
+		if !inGroup[newest] {
+			continue
+		}
+		if complete {
+			out[name] = groups[name]
+			continue
+		}
+		whole, err := m.query(namespace, map[string]string{"name": name})
+		if err != nil {
+			return nil, err
+		}
+		if len(whole[name]) > 0 {
+			out[name] = whole[name]
+		}
+	}
+	return out, nil
 }
