@@ -37,6 +37,7 @@ cluster error, 2 changes pending (only with --detailed-exitcode).`,
 			if err != nil {
 				return &exitError{1, err}
 			}
+			defer helmops.RouteStdLog(log)()
 			cfg, err := loadConfig(cmd, path)
 			if err != nil {
 				return err

@@ -116,6 +116,8 @@ func run(cmd *cobra.Command, f *runFlags) error {
 		return &exitError{1, err}
 	}
 	routeKlog(log)
+	// Helm prints some warnings with the standard logger, values included.
+	defer helmops.RouteStdLog(log)()
 	if f.config == "" {
 		return &exitError{1, errors.New("--config is required")}
 	}

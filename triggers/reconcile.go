@@ -169,7 +169,7 @@ func (r *Reconciler) Plan(ctx context.Context, specName string) ([]Step, error) 
 		}
 		// The trigger, when it exists, gets the Event of the removal too.
 		steps = append(steps, Step{Action: action, Spec: specName, ReleaseSpec: rel.ReleaseSpec, Release: rel.Name,
-			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, hide: redact.New(userValues(rel.Values)), trigger: obs.Ref})
+			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, hide: redactorOf(rel), trigger: obs.Ref})
 	}
 	if spec == nil {
 		if len(unread) > 0 {
@@ -198,6 +198,12 @@ func (r *Reconciler) Plan(ctx context.Context, specName string) ([]Step, error) 
 		steps = append(steps, step)
 	}
 	return steps, errors.Join(errs...)
+}
+
+// redactorOf hides the values of a release's latest and last deployed
+// revisions (a rollback or an upgrade after a failure quotes the latter).
+func redactorOf(rel *helmops.Release) *redact.Redactor {
+	return redact.New(userValues(rel.Values), userValues(rel.DeployedValues))
 }
 
 // userValues are the values of a release that may be secret: the user's,
@@ -240,7 +246,7 @@ func (r *Reconciler) planReleaseSpec(ctx context.Context, specName, id string, r
 		step.Revision = rel.Revision
 		step.rollbackTo = rel.LastDeployedRevision
 		// An error may quote the running release's values as well as the new ones.
-		step.hide = redact.New(rs.Values, userValues(rel.Values))
+		step.hide = redact.New(rs.Values, userValues(rel.Values), userValues(rel.DeployedValues))
 	}
 
 	var want *Want
