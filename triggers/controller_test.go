@@ -15,6 +15,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
@@ -41,6 +42,11 @@ type harness struct {
 	charts string
 	// now is the reconciler's clock; nil means time.Now.
 	now func() time.Time
+	// as, if set, is the identity the controller acts with (h.helm, which
+	// the assertions read with, stays the admin's).
+	as *rest.Config
+	// shutdownTimeout, if set, replaces the default 30s.
+	shutdownTimeout time.Duration
 	// metrics and reads are those of the controller started last.
 	metrics *metrics.Metrics
 	reads   *liveReads
@@ -71,11 +77,19 @@ func (h *harness) config(text string) *config.Config {
 
 func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	h.t.Helper()
-	meta, err := metadata.NewForConfig(cluster.Config)
+	rc, helm := cluster.Config, h.helm
+	if h.as != nil {
+		var err error
+		rc = h.as
+		if helm, err = helmops.New(helmops.Options{RESTConfig: rc, Timeout: time.Minute, MaxHistory: 10, Log: zerolog.Nop()}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	meta, err := metadata.NewForConfig(rc)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	inv, err := h.helm.NewInventory()
+	inv, err := helm.NewInventory()
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -84,15 +98,22 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	m := metrics.New(func() int { return ctrl.QueueLen() }, func() float64 { return 0 })
 	state := NewConfigState(cfg)
 	reads := &liveReads{Triggers: TriggerReader{Client: meta}, metrics: m, reads: map[string][]*liveRead{}, config: state.Config}
-	rec := &Reconciler{Helm: h.helm, Charts: helmops.LocalCharts{}, Triggers: reads,
+	rec := &Reconciler{Helm: helm, Charts: helmops.LocalCharts{}, Triggers: reads,
 		State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(), Log: log, Metrics: m}
 	ctrl = NewController(Options{Reconciler: rec, State: state, Inventory: inv, Metadata: meta, Workers: 2, Resync: resync,
-		ShutdownTimeout: 30 * time.Second, RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Metrics: m, Log: log})
+		ShutdownTimeout: h.shutdown(), RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Metrics: m, Log: log})
 	h.ctrl, h.metrics, h.reads = ctrl, m, reads
 	ctx, cancel := context.WithCancel(context.Background())
 	h.stop, h.done = cancel, make(chan error, 1)
 	go func() { h.done <- h.ctrl.Run(ctx) }()
 	h.t.Cleanup(h.halt)
+}
+
+func (h *harness) shutdown() time.Duration {
+	if h.shutdownTimeout > 0 {
+		return h.shutdownTimeout
+	}
+	return 30 * time.Second
 }
 
 func (h *harness) clock() func() time.Time {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -471,4 +472,49 @@ func TestIsMountPoint(t *testing.T) {
 			t.Errorf("isMountPoint(%q) = %v, want %v", p, got, want)
 		}
 	}
+}
+
+// TestStuckWatcherFailsLiveness: /healthz asks Watcher.Stuck. A watch loop
+// that goes round is not stuck; one whose OnChange hangs stops going round
+// and is reported once it has not checked for the limit.
+func TestStuckWatcherFailsLiveness(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	must(t, os.WriteFile(path, []byte("a: 1\n"), 0o644))
+	const interval = 50 * time.Millisecond
+	hang, release := make(chan struct{}), make(chan struct{})
+	var hanging atomic.Bool
+	w, err := New(Options{Path: path, Debounce: 10 * time.Millisecond, CheckInterval: interval, Log: zerolog.Nop(),
+		OnChange: func() {
+			if hanging.Load() {
+				close(hang)
+				<-release
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Watch(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	limit := 3*interval + 10*time.Millisecond + time.Minute
+
+	// Going round: after a tick that came after t1, t1 + limit is within it.
+	t1 := time.Now()
+	ticks := w.Stats().TickChanges
+	waitFor(t, "a tick", func() bool { return w.Stats().TickChanges > ticks+1 })
+	if err := w.Stuck(t1.Add(limit)); err != nil {
+		t.Errorf("a watcher going round reported stuck: %v", err)
+	}
+
+	hanging.Store(true)
+	<-hang
+	tb := time.Now() // the loop has not gone round since
+	if err := w.Stuck(tb.Add(limit + time.Millisecond)); err == nil {
+		t.Error("a watcher hung in OnChange for longer than the limit is not reported stuck")
+	}
+	close(release)
 }
