@@ -142,18 +142,19 @@ func TestUninstallAndRollbackReturnOnCancel(t *testing.T) {
 	}
 }
 
-// TestReinstallCompletesThePair: the old release's ConfigMap is held by a
-// finalizer for a while after the uninstall deleted it. Reinstall waits until
-// it is gone before it installs, so the new release has a ConfigMap of its own
-// (an install at once would fail on, or adopt, the object being deleted,
-// which then goes); and once the uninstall started, a cancelled context does
-// not stop the install: the release ends installed.
-func TestReinstallCompletesThePair(t *testing.T) {
+// TestReinstallPair: the old release's ConfigMap is held by a finalizer for
+// a while after the uninstall deleted it. Reinstall waits until it is gone
+// before it installs, so the new release has a ConfigMap of its own (an
+// install at once would fail on, or adopt, the object being deleted, which
+// then goes). A context cancelled meanwhile cuts the pair at once — no early
+// return may leave Helm working beside the next reconcile — and nothing is
+// installed after it.
+func TestReinstallPair(t *testing.T) {
 	m := newManager(t, DriverSecret)
 	for _, tc := range []struct {
 		name   string
 		cancel bool
-	}{{"not cancelled", false}, {"cancelled after the uninstall started", true}} {
+	}{{"not cancelled", false}, {"cancelled during the uninstall's wait", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			bg := context.Background()
 			ns := cluster.Namespace(t)
@@ -194,6 +195,18 @@ func TestReinstallCompletesThePair(t *testing.T) {
 			release(old.UID)
 			res := <-done
 			m.background.Wait()
+			if tc.cancel {
+				// Cut: the caller cancels only past the shutdown timeout or
+				// with a fenced term. Reinstall returned while the uninstall
+				// went on, and installed nothing after it.
+				if !errors.Is(res.err, context.Canceled) {
+					t.Fatalf("Reinstall cancelled during its uninstall = %d, %v; want a context error", res.rev, res.err)
+				}
+				if r, err := m.Lookup(bg, ns, "r"); err != nil || r != nil {
+					t.Fatalf("a cancelled Reinstall installed after its uninstall: %+v, %v", r, err)
+				}
+				return
+			}
 			if res.err != nil || res.rev != 1 {
 				t.Fatalf("Reinstall = %d, %v", res.rev, res.err)
 			}

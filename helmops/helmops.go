@@ -483,11 +483,13 @@ func (m *Manager) untilDone(ctx context.Context, op func() error) error {
 // adopt, an object still being deleted (a finalizer holds it).
 //
 // Nothing is started when ctx has already ended, or ends during the dry run.
-// Once the uninstall has started, the pair runs to its end on a context the
-// end of ctx does not cut (each of its operations bounded by the Helm
-// timeout): a stop must not leave the release removed and the new one never
-// installed, as it must not leave a chart group half done (DESIGN §5); the
-// caller bounds how long it waits for its work at shutdown.
+// The pair runs on ctx alone, with no deadline of its own: Helm bounds each
+// of its phases by the Helm timeout, and returning early while Helm's
+// goroutine goes on would let the next reconcile of the release start beside
+// it — two writers in one process. autox cancels ctx only when a stop has
+// waited --shutdown-timeout or the leadership term has ended (its writes are
+// then refused anyway); a release left uninstalled then is installed by the
+// next leader, like any absent release.
 func (m *Manager) Reinstall(ctx context.Context, d Desired) (int, error) {
 	if err := notStarted(ctx, "reinstall", d.Namespace, d.Name); err != nil {
 		return 0, err
@@ -501,16 +503,10 @@ func (m *Manager) Reinstall(ctx context.Context, d Desired) (int, error) {
 	if err := notStarted(ctx, "reinstall", d.Namespace, d.Name); err != nil {
 		return 0, err
 	}
-	pair := context.WithoutCancel(ctx)
-	uninstallCtx, cancel := context.WithTimeout(pair, m.opts.Timeout)
-	err := m.uninstall(uninstallCtx, d.Namespace, d.Name, d.Redact, true)
-	cancel()
-	if err != nil {
+	if err := m.uninstall(ctx, d.Namespace, d.Name, d.Redact, true); err != nil {
 		return 0, fmt.Errorf("cannot reinstall release %s/%s: the new release was not installed: %w", d.Namespace, d.Name, err)
 	}
-	installCtx, cancel := context.WithTimeout(pair, m.opts.Timeout)
-	defer cancel()
-	return m.Install(installCtx, d)
+	return m.Install(ctx, d)
 }
 
 // dryRunInstall checks that d would install, writing nothing. Helm's install

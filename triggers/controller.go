@@ -130,6 +130,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 
 	c.informers.sync(ctx, c.Config())
+	// Retries a previous term scheduled went with its queue: schedule them
+	// again, when they are due, or the pass would leave them waiting.
+	now := time.Now()
+	for name, at := range c.backoff.due() {
+		c.queue.AddAfter(name, at.Sub(now))
+	}
 	var workers sync.WaitGroup
 	for i := 0; i < c.opts.Workers; i++ {
 		workers.Add(1)
@@ -387,6 +393,16 @@ func (b *Backoff) failed(name string, now time.Time) time.Duration {
 func (b *Backoff) succeeded(name string) {
 	b.limiter.Forget(name)
 	b.retryAt.Delete(name)
+}
+
+// due returns when each spec in backoff is due for its retry.
+func (b *Backoff) due() map[string]time.Time {
+	out := map[string]time.Time{}
+	b.retryAt.Range(func(k, v any) bool {
+		out[k.(string)] = v.(time.Time)
+		return true
+	})
+	return out
 }
 
 func (b *Backoff) waiting(name string, now time.Time) bool {

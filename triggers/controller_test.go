@@ -47,6 +47,9 @@ type harness struct {
 	as *rest.Config
 	// shutdownTimeout, if set, replaces the default 30s.
 	shutdownTimeout time.Duration
+	// backoff, if set, is shared by the controllers started (as by the
+	// controllers of successive leadership terms).
+	backoff *Backoff
 	// metrics and reads are those of the controller started last.
 	metrics *metrics.Metrics
 	reads   *liveReads
@@ -101,7 +104,7 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	rec := &Reconciler{Helm: helm, Charts: helmops.LocalCharts{}, Triggers: reads,
 		State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(), Log: log, Metrics: m}
 	ctrl = NewController(Options{Reconciler: rec, State: state, Inventory: inv, Metadata: meta, Workers: 2, Resync: resync,
-		ShutdownTimeout: h.shutdown(), RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Metrics: m, Log: log})
+		ShutdownTimeout: h.shutdown(), RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Backoff: h.backoff, Metrics: m, Log: log})
 	h.ctrl, h.metrics, h.reads = ctrl, m, reads
 	ctx, cancel := context.WithCancel(context.Background())
 	h.stop, h.done = cancel, make(chan error, 1)
