@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/triggers"
@@ -98,13 +99,14 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 	return &clusterDeps{rest: rc, helm: helm, inv: inv, meta: mc, mapper: mapper, client: cs}, nil
 }
 
-// reconciler builds the one Reconciler that run, plan and list share, so they
-// cannot disagree about what to do.
-func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts helmops.ChartSource, helmTimeout time.Duration, log zerolog.Logger) *triggers.Reconciler {
-	return &triggers.Reconciler{
+// reconciler builds the one kind of Reconciler that run and plan share, so
+// they cannot disagree about what to do. m and events may be nil (plan).
+func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts helmops.ChartSource, helmTimeout time.Duration,
+	m *triggers.Metrics, events record.EventRecorder, log zerolog.Logger) *triggers.Reconciler {
+	return triggers.NewReconciler(triggers.ReconcilerOptions{
 		Helm: d.helm, Charts: charts, Triggers: triggers.TriggerReader{Client: d.meta, Mapper: d.mapper},
-		State: state, StaleAfter: helmTimeout + 30*time.Second, Now: time.Now, Log: log,
-	}
+		State: state, StaleAfter: helmTimeout + 30*time.Second, Log: log, Metrics: m, Events: events,
+	})
 }
 
 // restConfig follows DESIGN §6: --kubeconfig, else in-cluster, else

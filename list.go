@@ -11,7 +11,7 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
-	"github.com/autox-dev/autox/triggers"
+	"github.com/autox-dev/autox/triggers/decide"
 )
 
 // listedRelease is one row of `autox list`.
@@ -89,7 +89,7 @@ func newListCommand() *cobra.Command {
 func listRows(cfg *config.Config, rels []*helmops.Release, onlyOrphans bool) []listedRelease {
 	rows := []listedRelease{}
 	for _, r := range rels {
-		orphan := !triggers.Wanted(cfg, r.Spec, r.ReleaseSpec, r.Namespace, r.Name)
+		orphan := !decide.WantedBy(cfg, r.Spec, r.ReleaseSpec, r.Namespace, r.Name)
 		if onlyOrphans && !orphan {
 			continue
 		}

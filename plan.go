@@ -10,6 +10,7 @@ import (
 
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/triggers"
+	"github.com/autox-dev/autox/triggers/decide"
 )
 
 func newPlanCommand() *cobra.Command {
@@ -46,7 +47,7 @@ cluster error, 2 changes pending (only with --detailed-exitcode).`,
 			if err != nil {
 				return &exitError{1, err}
 			}
-			steps, planErr := triggers.PlanAll(cmd.Context(), deps.reconciler(triggers.NewConfigState(cfg), helmops.LocalCharts{}, cf.helmTimeout, log), deps.inv)
+			steps, planErr := triggers.PlanAll(cmd.Context(), deps.reconciler(triggers.NewConfigState(cfg), helmops.LocalCharts{}, cf.helmTimeout, nil, nil, log), deps.inv)
 			if err := printSteps(cmd.OutOrStdout(), output, steps); err != nil {
 				return &exitError{1, err}
 			}
@@ -72,10 +73,10 @@ cluster error, 2 changes pending (only with --detailed-exitcode).`,
 	return cmd
 }
 
-func printSteps(w io.Writer, output string, steps []triggers.Step) error {
+func printSteps(w io.Writer, output string, steps []decide.Step) error {
 	if output == "json" {
 		if steps == nil {
-			steps = []triggers.Step{}
+			steps = []decide.Step{}
 		}
 		return writeJSON(w, steps)
 	}

@@ -128,7 +128,11 @@ func run(cmd *cobra.Command, f *runFlags) error {
 		f.leaderElectID = f.instance
 	}
 	var live liveController
-	m := metrics.New(live.queueLen, func() float64 { return float64(apiRequests.Load()) })
+	m := metrics.New(func() float64 { return float64(apiRequests.Load()) })
+	loopMetrics, err := triggers.NewMetrics(m.Registry)
+	if err != nil {
+		return &exitError{1, fmt.Errorf("cannot register metrics: %w", err)}
+	}
 	// Every replica, leader or not, watches and validates the config file:
 	// a replica that becomes leader acts on the last valid config it saw.
 	reloader, cfg, err := watch.NewReloader(f.config, live.apply, log)
@@ -246,12 +250,11 @@ func run(cmd *cobra.Command, f *runFlags) error {
 		defer events.Shutdown()
 		events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: deps.client.CoreV1().Events("")})
 		ctrl := live.attach(func(state *triggers.ConfigState) *triggers.Controller {
-			rec := deps.reconciler(state, charts, f.helmTimeout, log)
-			rec.Metrics = m
-			rec.Events = events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"})
+			rec := deps.reconciler(state, charts, f.helmTimeout, loopMetrics,
+				events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"}), log)
 			return triggers.NewController(triggers.Options{
-				Reconciler: rec, State: state, Inventory: deps.inv, Metadata: deps.meta, Workers: f.workers, Resync: f.resync,
-				ShutdownTimeout: f.shutdownTimeout, Metrics: m, RequestCount: apiRequests.Load, Log: log,
+				Reconciler: rec, Inventory: deps.inv, Metadata: deps.meta, Workers: f.workers, Resync: f.resync,
+				ShutdownTimeout: f.shutdownTimeout, Metrics: loopMetrics, RequestCount: apiRequests.Load, Log: log,
 				Backoff: backoff, Fenced: term.Done(),
 			})
 		})
@@ -328,13 +331,6 @@ func (l *liveController) current() *triggers.Controller {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ctrl
-}
-
-func (l *liveController) queueLen() int {
-	if c := l.current(); c != nil {
-		return c.QueueLen()
-	}
-	return 0
 }
 
 // signalContext is cancelled by the first SIGINT or SIGTERM; a second one

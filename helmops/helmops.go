@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/autox-dev/autox/internal/redact"
+	"github.com/autox-dev/autox/triggers/decide"
 )
 
 // Release labels that mark a Helm release as autox's (DESIGN §4). They are
@@ -58,7 +59,7 @@ const (
 
 // DefaultInstance is the instance of a Manager that names none, and of an
 // autox release without LabelInstance (made before instances existed).
-const DefaultInstance = "autox"
+const DefaultInstance = decide.DefaultInstance
 
 // Storage drivers autox supports for release records.
 const (
@@ -350,10 +351,8 @@ func (m *Manager) newInstall(d Desired) (*action.Install, *action.Configuration,
 	return in, cfg, nil
 }
 
-// notStarted says that an operation was not started because ctx had ended.
-// Helm's RunWithContext writes a pending release record before it looks at
-// its context, so a Helm write must never be started on an ended one: the
-// caller is stopping, and the write would outlive it.
+// notStarted says that an operation was not started because ctx had ended:
+// the caller is stopping, and the operation's writes would outlive it.
 func notStarted(ctx context.Context, operation, namespace, name string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s of release %s/%s not started: %w", operation, namespace, name, err)
@@ -362,7 +361,11 @@ func notStarted(ctx context.Context, operation, namespace, name string) error {
 }
 
 // Install installs a new release and returns its revision. Nothing is
-// started when ctx has already ended.
+// started when ctx has already ended; when ctx ends during the install it
+// returns at once and the install goes on in the background (see untilDone).
+// Helm's own RunWithContext is not used: on cancellation it marks the
+// release failed while its install goroutine still reads that release — a
+// data race inside Helm — and writes that record during a stop.
 func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
 	if err := notStarted(ctx, "install", d.Namespace, d.Name); err != nil {
 		return 0, err
@@ -371,7 +374,11 @@ func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	rel, err := in.RunWithContext(ctx, d.Chart, d.Values)
+	var rel *release.Release
+	err = m.untilDone(ctx, func() (err error) {
+		rel, err = in.Run(d.Chart, d.Values)
+		return err
+	})
 	if err != nil {
 		m.forgetCapabilities()
 		return 0, fmt.Errorf("cannot install release %s/%s: %w", d.Namespace, d.Name, d.Redact.Error(err))
@@ -381,7 +388,8 @@ func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
 
 // Upgrade upgrades a release to exactly d's chart and values (ResetValues:
 // nothing of the previous revision's values survives) and returns the
-// revision. Nothing is started when ctx has already ended.
+// revision. Nothing is started when ctx has already ended; when ctx ends
+// during the upgrade it returns at once, as Install does.
 func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
 	if err := notStarted(ctx, "upgrade", d.Namespace, d.Name); err != nil {
 		return 0, err
@@ -397,7 +405,11 @@ func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
 	up.MaxHistory = m.opts.MaxHistory
 	up.Timeout = m.opts.Timeout
 	up.DisableOpenAPIValidation = skipClientValidation
-	rel, err := up.RunWithContext(ctx, d.Name, d.Chart, d.Values)
+	var rel *release.Release
+	err = m.untilDone(ctx, func() (err error) {
+		rel, err = up.Run(d.Name, d.Chart, d.Values)
+		return err
+	})
 	if err != nil {
 		m.forgetCapabilities()
 		return 0, fmt.Errorf("cannot upgrade release %s/%s: %w", d.Namespace, d.Name, d.Redact.Error(err))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/testenv"
+	"github.com/autox-dev/autox/triggers/decide"
 )
 
 var (
@@ -123,7 +124,7 @@ func TestLifecycle(t *testing.T) {
 			if err != nil || r == nil {
 				t.Fatalf("Lookup: %v %v", r, err)
 			}
-			if d, _ := ValuesDiff(map[string]interface{}{"greeting": "hey"}, r.Values); d != "" || r.ChartVersion != "0.2.0" || !r.DeployedBefore || r.LastDeployedRevision != 2 {
+			if d, _ := decide.ValuesDiff(map[string]interface{}{"greeting": "hey"}, r.Values); d != "" || r.ChartVersion != "0.2.0" || !r.DeployedBefore || r.LastDeployedRevision != 2 {
 				t.Errorf("after upgrade: diff %q, release %+v", d, r)
 			}
 

@@ -8,25 +8,13 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/metadata"
+
+	"github.com/autox-dev/autox/triggers/decide"
 )
 
-// Record is an autox release as the labels of its newest storage record
-// describe it, without decoding the release itself: enough to find and remove releases of
-// specs that are gone, at the cost of one metadata LIST per namespace.
-type Record struct {
-	Name        string
-	Namespace   string
-	Spec        string
-	ReleaseSpec string
-	// Instance is the LabelInstance label, DefaultInstance when absent.
-	Instance string
-	Revision int
-	Status   string
-	// Digest and AutoxRevision are the LabelDigest and LabelRevision labels
-	// ("" and 0 when absent).
-	Digest        string
-	AutoxRevision int
-}
+// Record is an autox release as its storage records' labels describe it,
+// without decoding the release itself (see decide.Record).
+type Record = decide.Record
 
 // Inventory lists release records by their labels.
 type Inventory struct {

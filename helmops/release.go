@@ -14,59 +14,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/autox-dev/autox/triggers/decide"
 )
 
-// Release is what autox needs to know of one release: its latest revision, and
-// whether any earlier revision was deployed.
-type Release struct {
-	Name      string
-	Namespace string
-	// Spec and ReleaseSpec come from the autox labels; both are "" when the
-	// release is not autox's.
-	Spec        string
-	ReleaseSpec string
-	// Instance is the LabelInstance label; DefaultInstance for an autox
-	// release without one (written before instances existed), "" for a
-	// release that is not autox's (see Managed).
-	Instance string
-
-	Revision     int
-	Status       release.Status
-	ChartName    string
-	ChartVersion string
-	// Values are the user-supplied values of the latest revision. Never log them.
-	Values map[string]interface{}
-	// Updated is Helm's LastDeployed of the latest revision, for display. It
-	// is not the age of a lock: a client uninstalling a release leaves the
-	// time of the release's last deploy there.
-	Updated time.Time
-	// Modified is when the latest revision's storage record was last written,
-	// which is what the age of a pending or uninstalling release is measured
-	// from: never LastDeployed, which an uninstall in progress leaves as it
-	// was. See Manager.modified for where it is read from. A zero Modified
-	// means unknown, not infinitely old: a caller must then treat the release
-	// as locked.
-	Modified      time.Time
-	FirstDeployed time.Time
-	// DeployedBefore is true when an earlier revision reached deployed.
-	DeployedBefore bool
-	// LastDeployedRevision is the newest revision that reached deployed, or 0.
-	LastDeployedRevision int
-	// DeployedValues are the user-supplied values of LastDeployedRevision
-	// when that is not the latest revision (which Values describes), else
-	// nil. An operation on the release may quote that revision's objects,
-	// and so its values: a rollback to it, an upgrade after a failed
-	// revision (Helm compares with the last deployed one). Callers redact
-	// them too, as they do Values. Never log them.
-	DeployedValues map[string]interface{}
-}
-
-// Managed reports whether the release carries both of autox's labels; a
-// release with only one of them was not made by autox.
-func (r *Release) Managed() bool { return r.Spec != "" && r.ReleaseSpec != "" }
-
-// OwnedBy reports whether the release is autox's and belongs to that instance.
-func (r *Release) OwnedBy(instance string) bool { return r.Managed() && r.Instance == instance }
+// Release is one release as Helm's records describe it. The decision
+// (package triggers/decide) defines what it needs to know; this package
+// reads it.
+type Release = decide.Release
 
 // instanceOf returns the instance a release record's labels name: "" when it
 // is not autox's, DefaultInstance when autox's labels are there but the

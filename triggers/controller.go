@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
@@ -20,16 +19,15 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
-	"github.com/autox-dev/autox/internal/metrics"
+	"github.com/autox-dev/autox/triggers/decide"
 )
 
 // Options configure a Controller.
 type Options struct {
+	// Reconciler decides and applies; its config state is the controller's.
 	Reconciler *Reconciler
-	// State holds the config in force; the Reconciler shares it.
-	State     *ConfigState
-	Inventory *helmops.Inventory
-	Metadata  metadata.Interface
+	Inventory  *helmops.Inventory
+	Metadata   metadata.Interface
 	// Workers is how many specs are reconciled in parallel (--workers).
 	Workers int
 	// Resync is the period of the pass that enqueues every spec (--resync).
@@ -47,8 +45,8 @@ type Options struct {
 	// works for has ended: running reconciles are cancelled at once, since
 	// their writes are refused anyway, and nothing new starts.
 	Fenced <-chan struct{}
-	// Metrics is optional.
-	Metrics *metrics.Metrics
+	// Metrics is optional; the Reconciler's should be the same.
+	Metrics *Metrics
 	// RequestCount, if set, counts API requests made so far (for the pass log).
 	RequestCount func() int64
 	Log          zerolog.Logger
@@ -75,8 +73,8 @@ type Controller struct {
 // informer has synced.
 func (c *Controller) Ready() bool { return c.ready.Load() && c.informers.hasSynced() }
 
-// NewController returns a controller for the config in force in opts.State,
-// which opts.Reconciler must share.
+// NewController returns a controller for the config in force in the
+// Reconciler's state.
 func NewController(opts Options) *Controller {
 	if opts.Workers <= 0 {
 		opts.Workers = 4
@@ -93,8 +91,9 @@ func NewController(opts Options) *Controller {
 	if opts.Backoff == nil {
 		opts.Backoff = NewBackoff(opts.RetryBase, opts.RetryMax)
 	}
-	c := &Controller{opts: opts, rec: opts.Reconciler, state: opts.State, backoff: opts.Backoff}
-	c.queue = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "autox"})
+	c := &Controller{opts: opts, rec: opts.Reconciler, state: opts.Reconciler.State(), backoff: opts.Backoff}
+	c.queue = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
+		Name: "autox", MetricsProvider: opts.Metrics.queueProvider()})
 	c.informers = newInformerSet(opts.Metadata, c.onTriggerEvent, opts.Log)
 	c.index.Store(buildIndex(c.Config()))
 	return c
@@ -258,7 +257,7 @@ func (c *Controller) runPass(ctx context.Context) {
 		c.opts.Log.Info().Int("specs", len(names)).Dur("duration", took).
 			Int64("apiRequests", c.requestCount()-requestsBefore).Msg("pass complete")
 		if c.opts.Metrics != nil {
-			c.opts.Metrics.LastPass.Set(float64(time.Now().Unix()))
+			c.opts.Metrics.lastPass.Set(float64(time.Now().Unix()))
 		}
 	})
 
@@ -292,9 +291,9 @@ func (c *Controller) runPass(ctx context.Context) {
 		for _, r := range recs {
 			byStatus[r.Status]++
 		}
-		c.opts.Metrics.SetReleases(byStatus)
+		c.opts.Metrics.setReleases(byStatus)
 	}
-	for _, name := range orphanSpecsOf(cfg, recs) {
+	for _, name := range decide.OrphanSpecs(cfg, recs) {
 		queue(name)
 	}
 	bySpec := map[string][]helmops.Record{}
@@ -307,8 +306,8 @@ func (c *Controller) runPass(ctx context.Context) {
 	}
 	for _, name := range names {
 		spec := cfg.Specs[name]
-		objects, listed := observed[informerKey{GVR: GVR(spec.Trigger), Namespace: spec.Trigger.Namespace}]
-		if listed && !usesAny(spec, unread) && InSync(name, spec, objects[spec.Trigger.Name], bySpec[name], c.rec.ChartID) {
+		objects, listed := observed[keyFor(spec.Trigger)]
+		if listed && !usesAny(spec, unread) && decide.InSync(name, spec, objects[spec.Trigger.Name], bySpec[name], c.chartIDs(spec, cfg.Dir)) {
 			c.pass.done(name)
 			continue
 		}
@@ -410,30 +409,38 @@ func (b *Backoff) waiting(name string, now time.Time) bool {
 	return ok && now.Before(v.(time.Time))
 }
 
-// listTriggers makes one live metadata LIST per (resource, namespace) the
-// config's triggers use. A failed LIST leaves its key out: its specs then get
-// the full reconcile, whose live GET reports the error and changes nothing.
-func (c *Controller) listTriggers(ctx context.Context, cfg *config.Config) map[informerKey]map[string]Observation {
-	out := map[informerKey]map[string]Observation{}
+// listTriggers makes one live LIST per (resource, namespace) the config's
+// triggers use. A failed LIST leaves its key out: its specs then get the full
+// reconcile, whose live GET reports the error and changes nothing.
+func (c *Controller) listTriggers(ctx context.Context, cfg *config.Config) map[informerKey]map[string]decide.Trigger {
+	out := map[informerKey]map[string]decide.Trigger{}
 	failed := map[informerKey]bool{}
 	for _, spec := range cfg.Specs {
-		k := informerKey{GVR: GVR(spec.Trigger), Namespace: spec.Trigger.Namespace}
+		k := keyFor(spec.Trigger)
 		if _, done := out[k]; done || failed[k] {
 			continue
 		}
-		list, err := c.opts.Metadata.Resource(k.GVR).Namespace(k.Namespace).List(ctx, metav1.ListOptions{})
+		objs, err := c.rec.opts.Triggers.List(ctx, k)
 		if err != nil {
-			c.opts.Log.Debug().Err(err).Str("resource", k.GVR.String()).Str("namespace", k.Namespace).Msg("cannot list triggers; their specs get a full reconcile")
+			c.opts.Log.Debug().Err(err).Msg("cannot list triggers; their specs get a full reconcile")
 			failed[k] = true
 			continue
-		}
-		objs := make(map[string]Observation, len(list.Items))
-		for _, item := range list.Items {
-			objs[item.Name] = Observation{Found: true, Labels: item.Labels}
 		}
 		out[k] = objs
 	}
 	return out
+}
+
+// chartIDs names the charts of spec's release specs that can be named
+// without fetching anything; one that cannot is left out.
+func (c *Controller) chartIDs(spec *config.Spec, configDir string) map[string]decide.ChartID {
+	ids := make(map[string]decide.ChartID, len(spec.ReleaseSpecs))
+	for id, rs := range spec.ReleaseSpecs {
+		if cid, ok := c.rec.charts.id(rs.Chart, configDir); ok {
+			ids[id] = cid
+		}
+	}
+	return ids
 }
 
 func (c *Controller) requestCount() int64 {
@@ -442,9 +449,6 @@ func (c *Controller) requestCount() int64 {
 	}
 	return c.opts.RequestCount()
 }
-
-// QueueLen is the number of specs waiting (for the workqueue depth gauge).
-func (c *Controller) QueueLen() int { return c.queue.Len() }
 
 // Stuck reports a reconcile that has run far longer than its Helm operations
 // may take: each is bounded by --helm-timeout, so this means a hung worker.
@@ -458,7 +462,7 @@ func (c *Controller) Stuck(now time.Time) error {
 		if s := cfg.Specs[name]; s != nil {
 			n += len(s.ReleaseSpecs)
 		}
-		limit := time.Duration(2*n)*c.rec.StaleAfter + time.Minute
+		limit := time.Duration(2*n)*c.rec.opts.StaleAfter + time.Minute
 		if d := now.Sub(started); d > limit {
 			stuck = fmt.Errorf("the reconcile of spec %s has run for %s (limit %s)", name, d.Round(time.Second), limit)
 			return false

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"helm.sh/helm/v3/pkg/release"
@@ -22,6 +23,7 @@ import (
 	"github.com/autox-dev/autox/internal/metrics"
 	"github.com/autox-dev/autox/internal/releasetest"
 	"github.com/autox-dev/autox/internal/testenv"
+	"github.com/autox-dev/autox/triggers/decide"
 )
 
 var cluster *testenv.Cluster
@@ -51,7 +53,7 @@ type harness struct {
 	// controllers of successive leadership terms).
 	backoff *Backoff
 	// metrics and reads are those of the controller started last.
-	metrics *metrics.Metrics
+	metrics *Metrics
 	reads   *liveReads
 }
 
@@ -98,12 +100,15 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	}
 	log := zerolog.New(zerolog.NewTestWriter(h.t)).Level(zerolog.InfoLevel)
 	var ctrl *Controller
-	m := metrics.New(func() int { return ctrl.QueueLen() }, func() float64 { return 0 })
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		h.t.Fatal(err)
+	}
 	state := NewConfigState(cfg)
 	reads := &liveReads{Triggers: TriggerReader{Client: meta}, metrics: m, reads: map[string][]*liveRead{}, config: state.Config}
-	rec := &Reconciler{Helm: helm, Charts: helmops.LocalCharts{}, Triggers: reads,
-		State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(), Log: log, Metrics: m}
-	ctrl = NewController(Options{Reconciler: rec, State: state, Inventory: inv, Metadata: meta, Workers: 2, Resync: resync,
+	rec := NewReconciler(ReconcilerOptions{Helm: helm, Charts: helmops.LocalCharts{}, Triggers: reads,
+		State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(), Log: log, Metrics: m})
+	ctrl = NewController(Options{Reconciler: rec, Inventory: inv, Metadata: meta, Workers: 2, Resync: resync,
 		ShutdownTimeout: h.shutdown(), RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Backoff: h.backoff, Metrics: m, Log: log})
 	h.ctrl, h.metrics, h.reads = ctrl, m, reads
 	ctx, cancel := context.WithCancel(context.Background())
@@ -141,14 +146,14 @@ func (h *harness) halt() {
 // reconciles returns how many reconciles of spec the controller started
 // last has finished with result (metrics.Success or metrics.Error).
 func (h *harness) reconciles(spec, result string) float64 {
-	return testutil.ToFloat64(h.metrics.ReconcileTotal.WithLabelValues(spec, result))
+	return testutil.ToFloat64(h.metrics.reconciles.WithLabelValues(spec, result))
 }
 
 // finishedReconciles counts the reconciles of spec that m has seen finish
 // (one that cannot decide is not counted: see liveReads).
-func finishedReconciles(m *metrics.Metrics, spec string) float64 {
-	return testutil.ToFloat64(m.ReconcileTotal.WithLabelValues(spec, metrics.Success)) +
-		testutil.ToFloat64(m.ReconcileTotal.WithLabelValues(spec, metrics.Error))
+func finishedReconciles(m *Metrics, spec string) float64 {
+	return testutil.ToFloat64(m.reconciles.WithLabelValues(spec, metrics.Success)) +
+		testutil.ToFloat64(m.reconciles.WithLabelValues(spec, metrics.Error))
 }
 
 // waitReconciles waits until the controller started last has finished n
@@ -165,7 +170,7 @@ func (h *harness) waitReconciles(spec, result string, n float64) {
 func (h *harness) waitPass() {
 	h.t.Helper()
 	testenv.Eventually(h.t, patience, "the first pass complete", func() (bool, error) {
-		return testutil.ToFloat64(h.metrics.LastPass) > 0, nil
+		return testutil.ToFloat64(h.metrics.lastPass) > 0, nil
 	})
 }
 
@@ -193,7 +198,7 @@ func (h *harness) waitFreshReconcile(spec string) {
 // fails) return before they count themselves.
 type liveReads struct {
 	Triggers
-	metrics *metrics.Metrics
+	metrics *Metrics
 	config  func() *config.Config
 
 	mu    sync.Mutex
@@ -292,10 +297,10 @@ func TestLifecycleOfOneTrigger(t *testing.T) {
 
 	hello := h.waitRelease("web-hello", "installed", deployedAt(1))
 	job := h.waitRelease("web-job", "installed", deployedAt(1))
-	wantTrigger := map[string]interface{}{"autox": InjectedValues(config.Trigger{Group: "apps", Version: "v1", Resource: "deployments",
+	wantTrigger := map[string]interface{}{"autox": decide.InjectedValues(config.Trigger{Group: "apps", Version: "v1", Resource: "deployments",
 		Name: "web", Namespace: h.ns, Labels: []string{"app.kubernetes.io/version"}}, v("1.0.0")),
 		"greeting": "hi", "tasks": []interface{}{"ready", "http"}}
-	if d, _ := helmops.ValuesDiff(wantTrigger, hello.Values); d != "" {
+	if d, _ := decide.ValuesDiff(wantTrigger, hello.Values); d != "" {
 		t.Errorf("hello values differ at %s: %v", d, hello.Values)
 	}
 	if hello.Spec != "web" || hello.ReleaseSpec != "hello" {

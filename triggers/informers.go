@@ -6,19 +6,12 @@ import (
 
 	"github.com/rs/zerolog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/autox-dev/autox/config"
 )
-
-// informerKey is one (resource, namespace) watched; several triggers share it.
-type informerKey struct {
-	GVR       schema.GroupVersionResource
-	Namespace string
-}
 
 type runningInformer struct {
 	cancel context.CancelFunc
@@ -49,7 +42,7 @@ func newInformerSet(client metadata.Interface, onEvent func(triggerKey), log zer
 func (s *informerSet) sync(ctx context.Context, cfg *config.Config) {
 	need := map[informerKey]bool{}
 	for _, spec := range cfg.Specs {
-		need[informerKey{GVR: GVR(spec.Trigger), Namespace: spec.Trigger.Namespace}] = true
+		need[keyFor(spec.Trigger)] = true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

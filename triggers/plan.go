@@ -3,10 +3,9 @@ package triggers
 import (
 	"context"
 	"errors"
-	"sort"
 
-	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/triggers/decide"
 )
 
 // OrphanSpecs returns the names of specs that have releases the config in
@@ -19,40 +18,16 @@ func OrphanSpecs(ctx context.Context, inv *helmops.Inventory, state *ConfigState
 	}
 	// With some namespaces unreadable, the orphans of the others and the
 	// error naming the rest.
-	return orphanSpecsOf(state.Config(), recs), err
-}
-
-func orphanSpecsOf(cfg *config.Config, recs []helmops.Record) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, r := range recs {
-		if Wanted(cfg, r.Spec, r.ReleaseSpec, r.Namespace, r.Name) || seen[r.Spec] {
-			continue
-		}
-		seen[r.Spec] = true
-		out = append(out, r.Spec)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// Wanted reports whether cfg has a release spec that wants this release.
-func Wanted(cfg *config.Config, spec, releaseSpec, namespace, name string) bool {
-	s := cfg.Specs[spec]
-	if s == nil {
-		return false
-	}
-	rs := s.ReleaseSpecs[releaseSpec]
-	return rs != nil && rs.Namespace == namespace && rs.ReleaseName == name
+	return decide.OrphanSpecs(state.Config(), recs), err
 }
 
 // PlanAll decides every spec of the config in force and every spec that still
 // has releases it does not want, changing nothing. It is what `autox plan`
 // prints and what a pass of `autox run` would do. Steps of specs that could
 // be decided are returned even when others failed (with the error).
-func PlanAll(ctx context.Context, rec *Reconciler, inv *helmops.Inventory) ([]Step, error) {
-	cfg := rec.State.Config()
-	orphans, err := OrphanSpecs(ctx, inv, rec.State)
+func PlanAll(ctx context.Context, rec *Reconciler, inv *helmops.Inventory) ([]decide.Step, error) {
+	cfg := rec.State().Config()
+	orphans, err := OrphanSpecs(ctx, inv, rec.State())
 	if err != nil && helmops.FailedNamespaces(err) == nil {
 		return nil, err
 	}
@@ -66,7 +41,7 @@ func PlanAll(ctx context.Context, rec *Reconciler, inv *helmops.Inventory) ([]St
 			names = append(names, o)
 		}
 	}
-	var steps []Step
+	var steps []decide.Step
 	for _, name := range names {
 		s, err := rec.Plan(ctx, name)
 		steps = append(steps, s...)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/triggers/decide"
 )
 
 // GVR returns the group/version/resource a trigger names.
@@ -31,11 +31,10 @@ type TriggerReader struct {
 	Mapper meta.RESTMapper
 }
 
-// Observation is what a live read found: whether the object exists and its labels.
+// Observation is what a live read found: the decision's view of the object,
+// and a reference to it for Kubernetes Events (nil when unknown).
 type Observation struct {
-	Found  bool
-	Labels map[string]string
-	// Ref points at the object for Kubernetes Events; nil when unknown.
+	decide.Trigger
 	Ref *corev1.ObjectReference
 }
 
@@ -45,7 +44,7 @@ type Observation struct {
 func (r TriggerReader) Get(ctx context.Context, t config.Trigger) (Observation, error) {
 	obj, err := r.Client.Resource(GVR(t)).Namespace(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 	if err == nil {
-		return Observation{Found: true, Labels: obj.Labels, Ref: r.reference(t, obj.UID)}, nil
+		return Observation{Trigger: decide.Trigger{Found: true, Labels: obj.Labels}, Ref: r.reference(t, obj.UID)}, nil
 	}
 	if objectNotFound(err, t.Name) {
 		return Observation{}, nil
@@ -75,23 +74,6 @@ func objectNotFound(err error, name string) bool {
 	return d != nil && d.Name == name
 }
 
-// Evaluate turns an observation into a trigger state and its reason.
-func Evaluate(t config.Trigger, obs Observation) (TriggerState, string) {
-	if !obs.Found {
-		return TriggerAbsent, "trigger not found"
-	}
-	var missing []string
-	for _, l := range t.Labels {
-		if obs.Labels[l] == "" {
-			missing = append(missing, l)
-		}
-	}
-	if len(missing) > 0 {
-		return TriggerUnlabelled, "label " + strings.Join(missing, ", ") + " missing"
-	}
-	return TriggerWanted, "trigger labelled"
-}
-
 // Describe names a trigger for logs and errors, kubectl style.
 func Describe(t config.Trigger) string {
 	res := t.Resource
@@ -101,28 +83,28 @@ func Describe(t config.Trigger) string {
 	return fmt.Sprintf("%s/%s in namespace %s (%s)", res, t.Name, t.Namespace, t.Version)
 }
 
-// InjectedValues returns the `autox` values key for a wanted trigger: its
-// identity and the values of its trigger labels only.
-func InjectedValues(t config.Trigger, labels map[string]string) map[string]interface{} {
-	l := make(map[string]interface{}, len(t.Labels))
-	for _, k := range t.Labels {
-		l[k] = labels[k]
+// List reads every trigger object of one (resource, namespace) live, in one
+// request: what a periodic pass hands each spec instead of a GET per trigger.
+func (r TriggerReader) List(ctx context.Context, k informerKey) (map[string]decide.Trigger, error) {
+	list, err := r.Client.Resource(k.GVR).Namespace(k.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("cannot list %s in namespace %s: %w", k.GVR.String(), k.Namespace, err)
 	}
-	return map[string]interface{}{
-		"trigger": map[string]interface{}{
-			"group": t.Group, "version": t.Version, "resource": t.Resource,
-			"name": t.Name, "namespace": t.Namespace, "labels": l,
-		},
+	objs := make(map[string]decide.Trigger, len(list.Items))
+	for _, item := range list.Items {
+		objs[item.Name] = decide.Trigger{Found: true, Labels: item.Labels}
 	}
+	return objs, nil
 }
 
-// DesiredValues is the spec's values plus the injected `autox` key. The user's
-// map is copied, never modified, because the config is shared.
-func DesiredValues(rs *config.ReleaseSpec, t config.Trigger, labels map[string]string) map[string]interface{} {
-	out := make(map[string]interface{}, len(rs.Values)+1)
-	for k, v := range rs.Values {
-		out[k] = v
-	}
-	out[config.InjectedValuesKey] = InjectedValues(t, labels)
-	return out
+// informerKey is one (resource, namespace) watched and listed; several
+// triggers share it.
+type informerKey struct {
+	GVR       schema.GroupVersionResource
+	Namespace string
+}
+
+// keyFor is the one place that says which (resource, namespace) a trigger is in.
+func keyFor(t config.Trigger) informerKey {
+	return informerKey{GVR: GVR(t), Namespace: t.Namespace}
 }

@@ -1,4 +1,4 @@
-package triggers
+package decide
 
 import (
 	"fmt"
@@ -7,7 +7,6 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 
 	"github.com/autox-dev/autox/config"
-	"github.com/autox-dev/autox/helmops"
 )
 
 // TriggerState is what the live read of a trigger object found. A read error
@@ -121,8 +120,6 @@ func Decide(trigger TriggerState, rel ReleaseState, onChange string) Action {
 
 // Want is the desired chart and values of one release, for comparison.
 type Want struct {
-	Spec         string
-	ReleaseSpec  string
 	ChartName    string
 	ChartVersion string
 	Values       map[string]interface{}
@@ -135,7 +132,7 @@ type Want struct {
 // staleAfter is how old a pending release must be before it counts as left
 // behind by a dead process; its age is the time since its record was last
 // written, and an unknown time means it may still be worked on.
-func ClassifyRelease(rel *helmops.Release, spec, releaseSpec, instance string, want *Want, now time.Time, staleAfter time.Duration) (ReleaseState, string, error) {
+func ClassifyRelease(rel *Release, spec, releaseSpec, instance string, want *Want, now time.Time, staleAfter time.Duration) (ReleaseState, string, error) {
 	if rel == nil {
 		return ReleaseAbsent, "release not found", nil
 	}
@@ -176,7 +173,7 @@ func ClassifyRelease(rel *helmops.Release, spec, releaseSpec, instance string, w
 	if rel.ChartName != want.ChartName || rel.ChartVersion != want.ChartVersion {
 		return ReleaseOutOfSync, fmt.Sprintf("chart %s %s -> %s %s", rel.ChartName, rel.ChartVersion, want.ChartName, want.ChartVersion), nil
 	}
-	path, err := helmops.ValuesDiff(want.Values, rel.Values)
+	path, err := ValuesDiff(want.Values, rel.Values)
 	if err != nil {
 		return 0, "", err
 	}

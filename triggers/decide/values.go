@@ -1,4 +1,4 @@
-package helmops
+package decide
 
 import (
 	"bytes"

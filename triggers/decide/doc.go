@@ -1,0 +1,9 @@
+// Package decide is autox's decision, and nothing else: given everything
+// observed about one spec — its trigger, its releases, the releases of the
+// names it wants, its charts' identities, the time — Plan returns the ordered
+// steps that bring the spec's releases where the config wants them. It reads
+// nothing, writes nothing and asks no clock: `autox run`, `autox plan` and
+// the quiet pass all call the same functions, and table tests cover them
+// without a cluster. It defines the vocabulary of what is observed (Release,
+// Record, Trigger) that the readers (helmops, triggers) fill in.
+package decide

@@ -1,0 +1,63 @@
+package decide
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	"github.com/autox-dev/autox/config"
+)
+
+// Digest identifies what a release should run: chart name, chart version and
+// the exact values. autox stores it as a release label so a pass can compare
+// from record metadata alone. JSON encoding sorts map keys, so equal values
+// give equal digests.
+func Digest(chartName, chartVersion string, values map[string]interface{}) (string, error) {
+	b, err := json.Marshal(struct {
+		Chart, Version string
+		Values         map[string]interface{}
+	}{chartName, chartVersion, values})
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16]), nil
+}
+
+// ChartID names a chart by what its Chart.yaml says: a repository chart by
+// its config, a local chart as it was last loaded.
+type ChartID struct{ Name, Version string }
+
+// InSync reports, from the live trigger observation and the release records'
+// labels only, that a spec certainly needs no Helm call. charts names the
+// chart of each release spec id the caller could identify; a missing one
+// means "not sure". It answers false whenever it cannot be sure; the spec
+// then gets the full reconcile, which decodes the releases and compares chart
+// and values for real. It never answers true for a release another Helm
+// client changed: that write made a revision autox's revision label does not
+// name.
+func InSync(specName string, spec *config.Spec, trig Trigger, recs []Record, charts map[string]ChartID) bool {
+	state, _ := Evaluate(spec.Trigger, trig)
+	if !state.Wanted() {
+		return len(recs) == 0
+	}
+	if len(recs) != len(spec.ReleaseSpecs) {
+		return false
+	}
+	for _, rec := range recs {
+		rs := spec.ReleaseSpecs[rec.ReleaseSpec]
+		if rec.Spec != specName || !Wants(rs, rec.Namespace, rec.Name) ||
+			rec.Status != "deployed" || rec.Digest == "" || rec.AutoxRevision != rec.Revision {
+			return false
+		}
+		id, ok := charts[rec.ReleaseSpec]
+		if !ok {
+			return false
+		}
+		want, err := Digest(id.Name, id.Version, DesiredValues(rs, spec.Trigger, trig.Labels))
+		if err != nil || want != rec.Digest {
+			return false
+		}
+	}
+	return true
+}

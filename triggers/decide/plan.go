@@ -1,0 +1,290 @@
+package decide
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/internal/redact"
+)
+
+// Observation is everything the decision for one spec needs, read before
+// anything is decided.
+type Observation struct {
+	// Spec is the spec's name; Config is the spec, nil when the (valid)
+	// config no longer has it.
+	Spec   string
+	Config *config.Spec
+	// Instance is the autox instance deciding.
+	Instance string
+	// Trigger is the live read of the spec's trigger (unused when Config is nil).
+	Trigger Trigger
+	// Current are the spec's own releases in the namespaces that could be read.
+	Current []*Release
+	// Unread maps a namespace whose release records could not be read to the
+	// cause: nothing there is taken for absent.
+	Unread map[string]error
+	// ReleaseSpecs holds, per release spec id, what was read for it.
+	ReleaseSpecs map[string]ReleaseSpecObservation
+	// Now is the time of the observation; StaleAfter how old a pending
+	// release must be before it counts as left by a dead process.
+	Now        time.Time
+	StaleAfter time.Duration
+}
+
+// ReleaseSpecObservation is what was read for one release spec beyond the
+// spec's releases.
+type ReleaseSpecObservation struct {
+	// Other is the release of the wanted name when it is not one of the
+	// spec's own (another tool's, spec's or instance's), nil when there is none.
+	Other *Release
+	// Chart names the desired chart; read only while the trigger is wanted.
+	Chart ChartID
+	// Err is a failure to read any of it: the release spec then fails and
+	// nothing is done for it.
+	Err error
+}
+
+// Step is one decided action for one release: a line of `autox plan`, and
+// what a reconcile then does.
+type Step struct {
+	Action      Action `json:"action"`
+	Spec        string `json:"spec"`
+	ReleaseSpec string `json:"releaseSpec"`
+	Release     string `json:"release"`
+	Namespace   string `json:"namespace"`
+	Reason      string `json:"reason"`
+	// Revision is the release's current revision, 0 when there is none.
+	Revision int `json:"revision,omitempty"`
+
+	// RollbackTo is the revision a rollback returns to.
+	RollbackTo int `json:"-"`
+	// Desired is what an install, upgrade or reinstall makes.
+	Desired *Desired `json:"-"`
+	// Hide redacts the values of this release (desired, current, last
+	// deployed) from every text its operation produces.
+	Hide *redact.Redactor `json:"-"`
+}
+
+// Changes reports whether the step would make a Helm write.
+func (s Step) Changes() bool {
+	switch s.Action {
+	case ActionNone, ActionConflict, ActionWait:
+		return false
+	}
+	return true
+}
+
+// Desired is the release a step makes.
+type Desired struct {
+	Values       map[string]interface{}
+	ChartName    string
+	ChartVersion string
+	// Digest identifies chart and values for the quiet pass.
+	Digest string
+	// Revision is the revision the operation creates.
+	Revision int
+}
+
+// Failure is a release spec that could not be decided; nothing is done for it.
+type Failure struct {
+	ReleaseSpec, Release, Namespace string
+	// Err says why, with the release's values redacted.
+	Err error
+}
+
+// Result is the plan of one spec: steps in the order they are applied
+// (removals first, then release specs by id), the release specs that could
+// not be decided, and Incomplete when the spec's releases could not all be
+// seen (a removed spec with releases in an unreadable namespace).
+type Result struct {
+	Steps      []Step
+	Failed     []Failure
+	Incomplete error
+}
+
+// Plan decides one spec from its observation.
+func Plan(o Observation) Result {
+	var res Result
+	spec := o.Config
+	state, triggerReason := TriggerSpecRemoved, "spec removed from config"
+	if spec != nil {
+		state, triggerReason = Evaluate(spec.Trigger, o.Trigger)
+	}
+
+	// Releases of this spec that no release spec wants under that name and
+	// namespace: the release spec was removed, renamed or moved.
+	for _, rel := range o.Current {
+		var rs *config.ReleaseSpec
+		if spec != nil {
+			rs = spec.ReleaseSpecs[rel.ReleaseSpec]
+		}
+		if Wants(rs, rel.Namespace, rel.Name) {
+			continue
+		}
+		reason := triggerReason
+		if spec != nil {
+			reason = "release spec removed from config"
+			if rs != nil {
+				reason = "release spec now wants " + rs.Namespace + "/" + rs.ReleaseName
+			}
+		}
+		relState, stateReason, _ := ClassifyRelease(rel, rel.Spec, rel.ReleaseSpec, o.Instance, nil, o.Now, o.StaleAfter)
+		action := Decide(TriggerSpecRemoved, relState, config.OnChangeUpgrade)
+		if action == ActionWait {
+			reason = stateReason
+		}
+		res.Steps = append(res.Steps, Step{Action: action, Spec: o.Spec, ReleaseSpec: rel.ReleaseSpec, Release: rel.Name,
+			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, Hide: redactorOf(nil, rel)})
+	}
+	if spec == nil {
+		if len(o.Unread) > 0 {
+			res.Incomplete = fmt.Errorf("releases of the removed spec may remain in namespaces that could not be read: %w", unreadError(o.Unread))
+		}
+		return res
+	}
+
+	for _, id := range spec.ReleaseSpecIDs() {
+		rs := spec.ReleaseSpecs[id]
+		ro := o.ReleaseSpecs[id]
+		fail := func(hide *redact.Redactor, err error) {
+			res.Failed = append(res.Failed, Failure{ReleaseSpec: id, Release: rs.ReleaseName, Namespace: rs.Namespace, Err: hide.Error(err)})
+		}
+		if cause, unread := o.Unread[rs.Namespace]; unread {
+			fail(nil, fmt.Errorf("cannot read the release records of namespace %s: %w", rs.Namespace, cause))
+			continue
+		}
+		if ro.Err != nil {
+			fail(redactorOf(rs, ro.Other), ro.Err)
+			continue
+		}
+		step, err := planReleaseSpec(o, id, rs, ro, state, triggerReason)
+		if err != nil {
+			fail(step.Hide, err)
+			continue
+		}
+		res.Steps = append(res.Steps, step)
+	}
+	return res
+}
+
+func planReleaseSpec(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObservation, state TriggerState, triggerReason string) (Step, error) {
+	rel := ro.Other
+	for _, c := range o.Current {
+		if Wants(rs, c.Namespace, c.Name) {
+			rel = c
+		}
+	}
+	step := Step{Spec: o.Spec, ReleaseSpec: id, Release: rs.ReleaseName, Namespace: rs.Namespace, Hide: redactorOf(rs, rel)}
+	if rel != nil {
+		step.Revision = rel.Revision
+		step.RollbackTo = rel.LastDeployedRevision
+	}
+
+	var want *Want
+	if state.Wanted() {
+		values := DesiredValues(rs, o.Config.Trigger, o.Trigger.Labels)
+		want = &Want{ChartName: ro.Chart.Name, ChartVersion: ro.Chart.Version, Values: values}
+		digest, err := Digest(ro.Chart.Name, ro.Chart.Version, values)
+		if err != nil {
+			return step, fmt.Errorf("cannot digest the desired values: %w", err)
+		}
+		step.Desired = &Desired{Values: values, ChartName: ro.Chart.Name, ChartVersion: ro.Chart.Version, Digest: digest, Revision: 1}
+		if rel != nil {
+			step.Desired.Revision = rel.Revision + 1
+		}
+	}
+	relState, relReason, err := ClassifyRelease(rel, o.Spec, id, o.Instance, want, o.Now, o.StaleAfter)
+	if err != nil {
+		return step, err
+	}
+	step.Action = Decide(state, relState, rs.OnChange)
+	switch step.Action {
+	case ActionUninstall:
+		step.Reason = triggerReason
+	case ActionInstall:
+		step.Reason = triggerReason + ", release not found"
+	default:
+		step.Reason = relReason
+	}
+	return step, nil
+}
+
+// Wants reports whether release spec rs (nil: none) wants the release of
+// that namespace and name. It is the one answer to "is this the release
+// this release spec makes".
+func Wants(rs *config.ReleaseSpec, namespace, name string) bool {
+	return rs != nil && rs.Namespace == namespace && rs.ReleaseName == name
+}
+
+// WantedBy reports whether cfg has a release spec that wants this release.
+func WantedBy(cfg *config.Config, spec, releaseSpec, namespace, name string) bool {
+	s := cfg.Specs[spec]
+	if s == nil {
+		return false
+	}
+	return Wants(s.ReleaseSpecs[releaseSpec], namespace, name)
+}
+
+// OrphanSpecs returns, sorted, the names of specs that have releases cfg does
+// not want by spec or release spec id: removed specs, and specs with removed,
+// renamed or moved release specs.
+func OrphanSpecs(cfg *config.Config, recs []Record) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range recs {
+		if WantedBy(cfg, r.Spec, r.ReleaseSpec, r.Namespace, r.Name) || seen[r.Spec] {
+			continue
+		}
+		seen[r.Spec] = true
+		out = append(out, r.Spec)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// redactorOf hides the values of a release spec (nil: none) and of a
+// release (nil: none), its latest and its last deployed revision: an
+// operation on it may quote any of them.
+func redactorOf(rs *config.ReleaseSpec, rel *Release) *redact.Redactor {
+	var values []map[string]interface{}
+	if rs != nil {
+		values = append(values, rs.Values)
+	}
+	if rel != nil {
+		values = append(values, userValues(rel.Values), userValues(rel.DeployedValues))
+	}
+	return redact.New(values...)
+}
+
+// userValues are the values of a release that may be secret: the user's,
+// without the `autox` key, which holds only the trigger's identity and labels
+// (redacting those would blank the namespace and names out of every message).
+func userValues(values map[string]interface{}) map[string]interface{} {
+	if _, ok := values[config.InjectedValuesKey]; !ok {
+		return values
+	}
+	out := make(map[string]interface{}, len(values))
+	for k, v := range values {
+		if k != config.InjectedValuesKey {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// unreadError joins the causes of unreadable namespaces, in a stable order.
+func unreadError(unread map[string]error) error {
+	names := make([]string, 0, len(unread))
+	for ns := range unread {
+		names = append(names, ns)
+	}
+	sort.Strings(names)
+	errs := make([]error, 0, len(names))
+	for _, ns := range names {
+		errs = append(errs, fmt.Errorf("namespace %s: %w", ns, unread[ns]))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,111 @@
+package triggers
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/autox-dev/autox/internal/metrics"
+)
+
+// Metrics are the control loop's metrics (README "Monitoring"). One set,
+// registered once on the registry it is given, serves the controllers of
+// every leadership term. Label values are bounded by the config.
+type Metrics struct {
+	reconciles        *prometheus.CounterVec
+	reconcileDuration prometheus.Histogram
+	helmOperations    *prometheus.CounterVec
+	releases          *prometheus.GaugeVec
+	lastPass          prometheus.Gauge
+	depth             prometheus.Gauge
+}
+
+// NewMetrics creates the control loop's metrics and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "autox_reconcile_total", Help: "Reconciles of a spec, by spec and result.",
+		}, []string{"spec", "result"}),
+		reconcileDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "autox_reconcile_duration_seconds", Help: "Duration of one spec's reconcile, Helm operations included.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12),
+		}),
+		helmOperations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "autox_helm_operations_total", Help: "Helm writes by action (install, upgrade, reinstall, uninstall, rollback) and result.",
+		}, []string{"action", "result"}),
+		releases: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "autox_releases", Help: "autox-managed releases by Helm status, as of the last periodic pass.",
+		}, []string{"status"}),
+		lastPass: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "autox_last_pass_timestamp_seconds", Help: "Unix time when the last pass over every spec completed.",
+		}),
+		depth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "autox_workqueue_depth", Help: "Specs waiting to be reconciled.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.reconciles, m.reconcileDuration, m.helmOperations, m.releases, m.lastPass, m.depth} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range []string{metrics.Success, metrics.Error} {
+		for _, a := range []string{"install", "upgrade", "reinstall", "uninstall", "rollback"} {
+			m.helmOperations.WithLabelValues(a, r)
+		}
+	}
+	return m, nil
+}
+
+// forgetSpec deletes the series of a spec that left the config.
+func (m *Metrics) forgetSpec(spec string) {
+	m.reconciles.DeletePartialMatch(prometheus.Labels{"spec": spec})
+}
+
+// setReleases replaces the release status counts.
+func (m *Metrics) setReleases(byStatus map[string]int) {
+	m.releases.Reset()
+	for s, n := range byStatus {
+		m.releases.WithLabelValues(s).Set(float64(n))
+	}
+}
+
+// queueMetrics gives the work queue its depth gauge and no other metric:
+// client-go's queue keeps the gauge itself, by its Add and Get.
+type queueMetrics struct {
+	workqueue.MetricsProvider
+	depth prometheus.Gauge
+}
+
+func (q queueMetrics) NewDepthMetric(string) workqueue.GaugeMetric { return q.depth }
+
+// queueProvider returns the metrics provider of a controller's queue. A new
+// term's queue starts empty, so the gauge starts at zero.
+func (m *Metrics) queueProvider() workqueue.MetricsProvider {
+	if m == nil {
+		return nil
+	}
+	m.depth.Set(0)
+	return queueMetrics{MetricsProvider: noQueueMetrics{}, depth: m.depth}
+}
+
+// noQueueMetrics is a workqueue.MetricsProvider that keeps nothing.
+type noQueueMetrics struct{}
+
+// noMetric is every kind of queue metric, keeping nothing.
+type noMetric struct{}
+
+func (noMetric) Inc()            {}
+func (noMetric) Dec()            {}
+func (noMetric) Set(float64)     {}
+func (noMetric) Observe(float64) {}
+
+func (noQueueMetrics) NewDepthMetric(string) workqueue.GaugeMetric            { return noMetric{} }
+func (noQueueMetrics) NewAddsMetric(string) workqueue.CounterMetric           { return noMetric{} }
+func (noQueueMetrics) NewLatencyMetric(string) workqueue.HistogramMetric      { return noMetric{} }
+func (noQueueMetrics) NewWorkDurationMetric(string) workqueue.HistogramMetric { return noMetric{} }
+func (noQueueMetrics) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noMetric{}
+}
+func (noQueueMetrics) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noMetric{}
+}
+func (noQueueMetrics) NewRetriesMetric(string) workqueue.CounterMetric { return noMetric{} }
