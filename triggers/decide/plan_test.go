@@ -1,0 +1,188 @@
+package decide
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/release"
+
+	"github.com/autox-dev/autox/config"
+)
+
+var planNow = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+// planSpec is a spec with two release specs, a (in ns) and b (in other).
+func planSpec() *config.Spec {
+	return &config.Spec{
+		Trigger: config.Trigger{Group: "apps", Version: "v1", Resource: "deployments", Name: "web", Namespace: "ns",
+			Labels: []string{"app.kubernetes.io/version"}},
+		ReleaseSpecs: map[string]*config.ReleaseSpec{
+			"a": {Chart: config.Chart{Repo: "https://c", Name: "hello", Version: "1.0.0"}, ReleaseName: "web-a", Namespace: "ns",
+				OnChange: config.OnChangeUpgrade, Values: map[string]interface{}{"token": "s3cret-token"}},
+			"b": {Chart: config.Chart{Path: "charts/job"}, ReleaseName: "web-b", Namespace: "other",
+				OnChange: config.OnChangeReinstall},
+		},
+	}
+}
+
+var labelled = Trigger{Found: true, Labels: map[string]string{"app.kubernetes.io/version": "2.0.0"}}
+
+// deployed is the release release spec id of planSpec makes for labelled.
+func deployed(id string) *Release {
+	spec := planSpec()
+	rs := spec.ReleaseSpecs[id]
+	chart := map[string][2]string{"a": {"hello", "1.0.0"}, "b": {"job", "0.1.0"}}[id]
+	return &Release{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "web", ReleaseSpec: id, Instance: "autox",
+		Revision: 2, Status: release.StatusDeployed, ChartName: chart[0], ChartVersion: chart[1],
+		Values: DesiredValues(rs, spec.Trigger, labelled.Labels), Modified: planNow.Add(-time.Hour), LastDeployedRevision: 2}
+}
+
+func observation(mut func(o *Observation)) Observation {
+	o := Observation{Spec: "web", Config: planSpec(), Instance: "autox", Trigger: labelled,
+		ReleaseSpecs: map[string]ReleaseSpecObservation{
+			"a": {Chart: ChartID{"hello", "1.0.0"}},
+			"b": {Chart: ChartID{"job", "0.1.0"}},
+		},
+		Now: planNow, StaleAfter: 5*time.Minute + 30*time.Second}
+	if mut != nil {
+		mut(&o)
+	}
+	return o
+}
+
+func with(r *Release, mut func(r *Release)) *Release { mut(r); return r }
+
+// TestPlan decides one spec from observations alone: no cluster, no clock.
+func TestPlan(t *testing.T) {
+	type want struct{ action, release, reason string }
+	cases := []struct {
+		name   string
+		obs    Observation
+		steps  []want
+		failed []string // release spec ids
+	}{
+		{"nothing installed yet", observation(nil),
+			[]want{{"install", "web-a", "trigger labelled, release not found"}, {"install", "web-b", "trigger labelled, release not found"}}, nil},
+		{"in sync", observation(func(o *Observation) { o.Current = []*Release{deployed("a"), deployed("b")} }),
+			[]want{{"unchanged", "web-a", "chart and values match"}, {"unchanged", "web-b", "chart and values match"}}, nil},
+		{"new label value: upgrade, or reinstall for onChange reinstall", observation(func(o *Observation) {
+			o.Current = []*Release{deployed("a"), deployed("b")}
+			o.Trigger = Trigger{Found: true, Labels: map[string]string{"app.kubernetes.io/version": "3.0.0"}}
+		}), []want{{"upgrade", "web-a", "values changed: .autox.trigger.labels.app.kubernetes.io/version"},
+			{"reinstall", "web-b", "values changed: .autox.trigger.labels.app.kubernetes.io/version"}}, nil},
+		{"chart version changed", observation(func(o *Observation) {
+			o.Current = []*Release{deployed("a"), deployed("b")}
+			o.ReleaseSpecs["a"] = ReleaseSpecObservation{Chart: ChartID{"hello", "1.1.0"}}
+		}), []want{{"upgrade", "web-a", "chart hello 1.0.0 -> hello 1.1.0"}, {"unchanged", "web-b", "chart and values match"}}, nil},
+		{"trigger gone", observation(func(o *Observation) { o.Current = []*Release{deployed("a"), deployed("b")}; o.Trigger = Trigger{} }),
+			[]want{{"uninstall", "web-a", "trigger not found"}, {"uninstall", "web-b", "trigger not found"}}, nil},
+		{"label gone, nothing installed", observation(func(o *Observation) { o.Trigger = Trigger{Found: true} }),
+			[]want{{"unchanged", "web-a", "release not found"}, {"unchanged", "web-b", "release not found"}}, nil},
+		{"label gone", observation(func(o *Observation) { o.Current = []*Release{deployed("a")}; o.Trigger = Trigger{Found: true} }),
+			[]want{{"uninstall", "web-a", "label app.kubernetes.io/version missing"}, {"unchanged", "web-b", "release not found"}}, nil},
+		{"spec removed", observation(func(o *Observation) { o.Config = nil; o.Current = []*Release{deployed("a"), deployed("b")} }),
+			[]want{{"uninstall", "web-a", "spec removed from config"}, {"uninstall", "web-b", "spec removed from config"}}, nil},
+		{"release spec removed, then the rest", observation(func(o *Observation) {
+			o.Current = []*Release{with(deployed("a"), func(r *Release) { r.ReleaseSpec, r.Name = "gone", "web-gone" }), deployed("a")}
+		}), []want{{"uninstall", "web-gone", "release spec removed from config"}, {"unchanged", "web-a", "chart and values match"},
+			{"install", "web-b", "trigger labelled, release not found"}}, nil},
+		{"release spec moved to another namespace", observation(func(o *Observation) {
+			o.Current = []*Release{with(deployed("a"), func(r *Release) { r.Namespace = "old" })}
+		}), []want{{"uninstall", "web-a", "release spec now wants ns/web-a"}, {"install", "web-a", "trigger labelled, release not found"},
+			{"install", "web-b", "trigger labelled, release not found"}}, nil},
+		{"a foreign release of the wanted name", observation(func(o *Observation) {
+			o.ReleaseSpecs["a"] = ReleaseSpecObservation{Chart: ChartID{"hello", "1.0.0"}, Other: with(deployed("a"), func(r *Release) { r.Spec, r.ReleaseSpec, r.Instance = "", "", "" })}
+		}), []want{{"conflict", "web-a", "without autox labels"}, {"install", "web-b", "trigger labelled, release not found"}}, nil},
+		{"another instance's release of the wanted name", observation(func(o *Observation) {
+			o.ReleaseSpecs["a"] = ReleaseSpecObservation{Chart: ChartID{"hello", "1.0.0"}, Other: with(deployed("a"), func(r *Release) { r.Instance = "team-b" })}
+		}), []want{{"conflict", "web-a", `instance "team-b"`}, {"install", "web-b", "trigger labelled, release not found"}}, nil},
+		{"an unreadable namespace fails only its release spec", observation(func(o *Observation) {
+			o.Unread = map[string]error{"other": errors.New("forbidden")}
+		}), []want{{"install", "web-a", "trigger labelled, release not found"}}, []string{"b"}},
+		{"a removed spec with releases maybe in an unreadable namespace", observation(func(o *Observation) {
+			o.Config, o.Current, o.Unread = nil, []*Release{deployed("a")}, map[string]error{"other": errors.New("forbidden")}
+		}), []want{{"uninstall", "web-a", "spec removed from config"}}, nil},
+		{"a chart that cannot be read fails its release spec only", observation(func(o *Observation) {
+			o.ReleaseSpecs["b"] = ReleaseSpecObservation{Err: errors.New("cannot load chart")}
+		}), []want{{"install", "web-a", "trigger labelled, release not found"}}, []string{"b"}},
+		{"a young pending upgrade waits", observation(func(o *Observation) {
+			o.Current = []*Release{with(deployed("a"), func(r *Release) { r.Status, r.Modified, r.Revision = release.StatusPendingUpgrade, planNow, 3 }), deployed("b")}
+		}), []want{{"wait", "web-a", "pending-upgrade"}, {"unchanged", "web-b", "chart and values match"}}, nil},
+		{"a stale pending upgrade rolls back", observation(func(o *Observation) {
+			o.Current = []*Release{with(deployed("a"), func(r *Release) { r.Status, r.Revision = release.StatusPendingUpgrade, 3 }), deployed("b")}
+		}), []want{{"rollback", "web-a", "left pending-upgrade"}, {"unchanged", "web-b", "chart and values match"}}, nil},
+		{"a failed release never deployed is reinstalled", observation(func(o *Observation) {
+			o.Current = []*Release{with(deployed("a"), func(r *Release) { r.Status, r.Revision, r.LastDeployedRevision = release.StatusFailed, 1, 0 }), deployed("b")}
+		}), []want{{"reinstall", "web-a", "none was deployed"}, {"unchanged", "web-b", "chart and values match"}}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Plan(tc.obs)
+			if len(res.Steps) != len(tc.steps) {
+				t.Fatalf("%d steps, want %d: %+v", len(res.Steps), len(tc.steps), res.Steps)
+			}
+			for i, w := range tc.steps {
+				s := res.Steps[i]
+				if string(s.Action) != w.action || s.Release != w.release || !strings.Contains(s.Reason, w.reason) {
+					t.Errorf("step %d = %s %s %q, want %s %s with %q", i, s.Action, s.Release, s.Reason, w.action, w.release, w.reason)
+				}
+			}
+			var failed []string
+			for _, f := range res.Failed {
+				failed = append(failed, f.ReleaseSpec)
+			}
+			if strings.Join(failed, ",") != strings.Join(tc.failed, ",") {
+				t.Errorf("failed release specs %v, want %v", failed, tc.failed)
+			}
+			if (tc.obs.Config == nil && len(tc.obs.Unread) > 0) != (res.Incomplete != nil) {
+				t.Errorf("Incomplete = %v", res.Incomplete)
+			}
+		})
+	}
+}
+
+// TestPlanDesired: what an install makes — the user's values plus the
+// injected `autox` key, the digest a quiet pass compares, the next revision.
+func TestPlanDesired(t *testing.T) {
+	res := Plan(observation(func(o *Observation) {
+		o.Trigger = Trigger{Found: true, Labels: map[string]string{"app.kubernetes.io/version": "3.0.0"}}
+		o.Current = []*Release{deployed("a")}
+	}))
+	up := res.Steps[0]
+	if up.Action != ActionUpgrade || up.Desired == nil || up.Desired.Revision != 3 || up.Revision != 2 {
+		t.Fatalf("upgrade step %+v", up)
+	}
+	spec := planSpec()
+	want := DesiredValues(spec.ReleaseSpecs["a"], spec.Trigger, map[string]string{"app.kubernetes.io/version": "3.0.0"})
+	if d, _ := ValuesDiff(want, up.Desired.Values); d != "" {
+		t.Errorf("desired values differ at %s", d)
+	}
+	digest, _ := Digest("hello", "1.0.0", want)
+	if up.Desired.Digest != digest {
+		t.Errorf("digest %s, want %s", up.Desired.Digest, digest)
+	}
+	if install := res.Steps[1]; install.Action != ActionInstall || install.Desired.Revision != 1 || install.Desired.ChartName != "job" {
+		t.Errorf("install step %+v %+v", install, install.Desired)
+	}
+	// Plan only decides: the observation is not changed.
+	if _, has := spec.ReleaseSpecs["a"].Values[config.InjectedValuesKey]; has {
+		t.Error("the config's values were modified")
+	}
+}
+
+// TestPlanHidesValues: a failure's text, and every step's redactor, hide the
+// release's values — desired, current and last deployed.
+func TestPlanHidesValues(t *testing.T) {
+	res := Plan(observation(func(o *Observation) {
+		o.ReleaseSpecs["a"] = ReleaseSpecObservation{Err: errors.New(`Invalid value: "s3cret-token"`)}
+		o.Current = []*Release{with(deployed("b"), func(r *Release) { r.DeployedValues = map[string]interface{}{"old": "older-s3cret"} })}
+	}))
+	if len(res.Failed) != 1 || strings.Contains(res.Failed[0].Err.Error(), "s3cret-token") || !strings.Contains(res.Failed[0].Err.Error(), "***") {
+		t.Fatalf("failure %+v", res.Failed)
+	}
+	if got := res.Steps[0].Hide.String("rolled back to older-s3cret"); strings.Contains(got, "older-s3cret") {
+		t.Errorf("the last deployed revision's values are not hidden: %q", got)
+	}
+}
