@@ -1,7 +1,9 @@
-// Command autox runs Helm releases for Kubernetes objects, as declared in one
-// mounted YAML file. main only wires flags to the packages that do the work:
-// config (the file), helmops (Helm), triggers (the control loop).
-package main
+// Package cli is autox's command line: the run, validate, plan, list and
+// version commands, their flags (each also settable as AUTOX_<FLAG>) and exit
+// codes. It only wires flags to the packages that do the work: config (the
+// file), watch (its reloads), helmops (Helm), triggers (the control loop) and
+// leader (one writer).
+package cli
 
 import (
 	"errors"
@@ -16,9 +18,6 @@ import (
 	"github.com/autox-dev/autox/config"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 // exitError carries an exit code out of a command.
 type exitError struct {
 	code int
@@ -27,20 +26,23 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.err.Error() }
 
-func main() {
-	cmd := newRootCommand(os.Stdout, os.Stderr)
+// Main runs the command named by os.Args and returns the process's exit
+// code; version is the build's (package main's -X main.version).
+func Main(version string, stdout, stderr io.Writer) int {
+	cmd := newRootCommand(version, stdout, stderr)
 	if err := cmd.Execute(); err != nil {
 		code := 1
 		var ee *exitError
 		if errors.As(err, &ee) {
 			code = ee.code
 		}
-		fmt.Fprintln(os.Stderr, "autox:", err)
-		os.Exit(code)
+		fmt.Fprintln(stderr, "autox:", err)
+		return code
 	}
+	return 0
 }
 
-func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
+func newRootCommand(version string, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "autox",
 		Short:         "Run Helm releases for Kubernetes objects, declared in one YAML file",
@@ -49,7 +51,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCommand(), newValidateCommand(), newPlanCommand(), newListCommand(), newVersionCommand())
+	root.AddCommand(newRunCommand(version), newValidateCommand(), newPlanCommand(version), newListCommand(version), newVersionCommand(version))
 	return root
 }
 
@@ -115,7 +117,7 @@ func newValidateCommand() *cobra.Command {
 	return cmd
 }
 
-func newVersionCommand() *cobra.Command {
+func newVersionCommand(version string) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the autox version",

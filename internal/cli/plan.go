@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 	"github.com/autox-dev/autox/triggers"
 )
 
-func newPlanCommand() *cobra.Command {
+func newPlanCommand(version string) *cobra.Command {
 	var (
 		cf               clusterFlags
 		path, output     string
@@ -42,7 +42,7 @@ cluster error, 2 changes pending (only with --detailed-exitcode).`,
 			if err != nil {
 				return err
 			}
-			deps, err := cf.connect(log)
+			deps, err := cf.connect(version, log)
 			if err != nil {
 				return &exitError{1, err}
 			}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -50,11 +50,11 @@ type clusterDeps struct {
 }
 
 // connect builds the clients of a command that talks to the cluster.
-func (c *clusterFlags) connect(log zerolog.Logger) (*clusterDeps, error) {
+func (c *clusterFlags) connect(version string, log zerolog.Logger) (*clusterDeps, error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	rc, err := restConfig(c.kubeconfig)
+	rc, err := restConfig(c.kubeconfig, version)
 	if err != nil {
 		return nil, err
 	}
@@ -108,8 +108,8 @@ func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts helmops.Cha
 }
 
 // restConfig follows DESIGN §6: --kubeconfig, else in-cluster, else
-// $KUBECONFIG, else ~/.kube/config.
-func restConfig(kubeconfig string) (*rest.Config, error) {
+// $KUBECONFIG, else ~/.kube/config. version goes into the User-Agent.
+func restConfig(kubeconfig, version string) (*rest.Config, error) {
 	var (
 		cfg *rest.Config
 		err error

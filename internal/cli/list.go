@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -28,7 +28,7 @@ type listedRelease struct {
 	Orphan       bool      `json:"orphan"`
 }
 
-func newListCommand() *cobra.Command {
+func newListCommand(version string) *cobra.Command {
 	var (
 		cf                      clusterFlags
 		path, output, namespace string
@@ -59,7 +59,7 @@ func newListCommand() *cobra.Command {
 				}
 				namespaces = []string{namespace}
 			}
-			deps, err := cf.connect(log)
+			deps, err := cf.connect(version, log)
 			if err != nil {
 				return &exitError{1, err}
 			}
