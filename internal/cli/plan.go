@@ -3,8 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"io"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -70,19 +68,4 @@ cluster error, 2 changes pending (only with --detailed-exitcode).`,
 	fs.BoolVar(&detailedExitCode, "detailed-exitcode", false, "exit 2 when the plan has changes (as terraform plan does)")
 	fs.StringVar(&logLevel, "log-level", "warn", "log level of messages on stderr")
 	return cmd
-}
-
-func printSteps(w io.Writer, output string, steps []triggers.Step) error {
-	if output == "json" {
-		if steps == nil {
-			steps = []triggers.Step{}
-		}
-		return writeJSON(w, steps)
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ACTION\tSPEC\tRELEASE SPEC\tRELEASE\tNAMESPACE\tREASON")
-	for _, s := range steps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Action, s.Spec, s.ReleaseSpec, s.Release, s.Namespace, s.Reason)
-	}
-	return tw.Flush()
 }

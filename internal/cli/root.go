@@ -11,7 +11,9 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -83,46 +85,18 @@ func loadConfig(cmd *cobra.Command, path string) (*config.Config, error) {
 	return cfg, nil
 }
 
-// configError prints a config's problems one per line on stderr and returns
-// the exit-1 error.
-func configError(cmd *cobra.Command, path string, err error) error {
-	var cerr *config.Error
-	if errors.As(err, &cerr) {
-		for _, l := range cerr.Lines() {
-			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", path, l)
-		}
-		return &exitError{1, fmt.Errorf("%s is not valid: %d problem(s)", path, len(cerr.Problems))}
+// newLogger is the zerolog logger of every command, on w.
+func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil {
+		return zerolog.Nop(), fmt.Errorf("invalid --log-level %q: %w", level, err)
 	}
-	return &exitError{1, err}
-}
-
-func newValidateCommand() *cobra.Command {
-	var path string
-	cmd := &cobra.Command{
-		Use:   "validate --config FILE",
-		Short: "Check a config file without a cluster; exit 1 with one line per problem",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := bindEnv(cmd.Flags()); err != nil {
-				return err
-			}
-			cfg, err := loadConfig(cmd, path)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s is valid: %d spec(s)\n", path, len(cfg.Specs))
-			return nil
-		},
+	switch format {
+	case "json":
+	case "console":
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+	default:
+		return zerolog.Nop(), fmt.Errorf("invalid --log-format %q: use json or console", format)
 	}
-	cmd.Flags().StringVar(&path, "config", "", "path of the config file")
-	return cmd
-}
-
-func newVersionCommand(version string) *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the autox version",
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "autox", version)
-		},
-	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -93,21 +92,6 @@ func defaultLeaseNamespace() string {
 		return ns
 	}
 	return "default"
-}
-
-func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
-	lvl, err := zerolog.ParseLevel(level)
-	if err != nil {
-		return zerolog.Nop(), fmt.Errorf("invalid --log-level %q: %w", level, err)
-	}
-	switch format {
-	case "json":
-	case "console":
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
-	default:
-		return zerolog.Nop(), fmt.Errorf("invalid --log-format %q: use json or console", format)
-	}
-	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
 }
 
 func run(cmd *cobra.Command, f *runFlags, version string) error {
