@@ -69,11 +69,21 @@ func (c *clusterFlags) check() error {
 	return nil
 }
 
-// clients builds every client from rc: run builds them once per leadership
-// term from the term's fenced config.
+// clients builds every client from rc, one of each, which helmops and
+// triggers share: run builds them once per leadership term from the term's
+// fenced config.
 func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDeps, error) {
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create Kubernetes client: %w", err)
+	}
+	mc, err := metadata.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create metadata client: %w", err)
+	}
 	helm, err := helmops.New(helmops.Options{
-		RESTConfig: rc, StorageDriver: c.storageDriver, Instance: c.instance, Timeout: c.helmTimeout, MaxHistory: c.maxHistory, Log: log,
+		RESTConfig: rc, Clientset: cs, Metadata: mc,
+		StorageDriver: c.storageDriver, Instance: c.instance, Timeout: c.helmTimeout, MaxHistory: c.maxHistory, Log: log,
 	})
 	if err != nil {
 		return nil, err
@@ -82,17 +92,9 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 	if err != nil {
 		return nil, err
 	}
-	mc, err := metadata.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("cannot create metadata client: %w", err)
-	}
 	dc, err := discovery.NewDiscoveryClientForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create discovery client: %w", err)
-	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("cannot create Kubernetes client: %w", err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 	return &clusterDeps{rest: rc, helm: helm, inv: inv, meta: mc, mapper: mapper, client: cs}, nil
