@@ -100,7 +100,7 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 	return &clusterDeps{rest: rc, helm: helm, inv: inv, meta: mc, mapper: mapper, client: cs}, nil
 }
 
-// reconciler builds the one Reconciler that run, plan and list share, so they
+// reconciler builds the one Reconciler that run and plan share, so they
 // cannot disagree about what to do.
 func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts helmops.ChartSource, helmTimeout time.Duration, log zerolog.Logger) *triggers.Reconciler {
 	return &triggers.Reconciler{
