@@ -1,126 +1,15 @@
 // Command autox runs Helm releases for Kubernetes objects, as declared in one
-// mounted YAML file. main only wires flags to the packages that do the work:
-// config (the file), helmops (Helm), triggers (the control loop).
+// mounted YAML file. Its commands live in internal/cli; main only hands them
+// the version stamped at build time and exits with their code.
 package main
 
 import (
-	"errors"
-	"fmt"
-	"io"
 	"os"
-	"strings"
 
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
-
-	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/internal/cli"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-// exitError carries an exit code out of a command.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-
-func main() {
-	cmd := newRootCommand(os.Stdout, os.Stderr)
-	if err := cmd.Execute(); err != nil {
-		code := 1
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-		}
-		fmt.Fprintln(os.Stderr, "autox:", err)
-		os.Exit(code)
-	}
-}
-
-func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
-	root := &cobra.Command{
-		Use:           "autox",
-		Short:         "Run Helm releases for Kubernetes objects, declared in one YAML file",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.AddCommand(newRunCommand(), newValidateCommand(), newPlanCommand(), newListCommand(), newVersionCommand())
-	return root
-}
-
-// bindEnv lets every flag be set as AUTOX_<FLAG> (dashes become underscores);
-// a flag given on the command line wins.
-func bindEnv(fs *pflag.FlagSet) error {
-	var errs []error
-	fs.VisitAll(func(f *pflag.Flag) {
-		env := "AUTOX_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(env); ok && !f.Changed {
-			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("invalid %s=%q: %w", env, v, err))
-			}
-		}
-	})
-	return errors.Join(errs...)
-}
-
-// loadConfig loads the config file; an invalid one is an exit 1 with one line
-// per problem on stderr.
-func loadConfig(cmd *cobra.Command, path string) (*config.Config, error) {
-	if path == "" {
-		return nil, &exitError{1, errors.New("--config is required")}
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		return nil, configError(cmd, path, err)
-	}
-	return cfg, nil
-}
-
-// configError prints a config's problems one per line on stderr and returns
-// the exit-1 error.
-func configError(cmd *cobra.Command, path string, err error) error {
-	var cerr *config.Error
-	if errors.As(err, &cerr) {
-		for _, l := range cerr.Lines() {
-			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", path, l)
-		}
-		return &exitError{1, fmt.Errorf("%s is not valid: %d problem(s)", path, len(cerr.Problems))}
-	}
-	return &exitError{1, err}
-}
-
-func newValidateCommand() *cobra.Command {
-	var path string
-	cmd := &cobra.Command{
-		Use:   "validate --config FILE",
-		Short: "Check a config file without a cluster; exit 1 with one line per problem",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := bindEnv(cmd.Flags()); err != nil {
-				return err
-			}
-			cfg, err := loadConfig(cmd, path)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s is valid: %d spec(s)\n", path, len(cfg.Specs))
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&path, "config", "", "path of the config file")
-	return cmd
-}
-
-func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the autox version",
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "autox", version)
-		},
-	}
-}
+func main() { os.Exit(cli.Main(version, os.Stdout, os.Stderr)) }

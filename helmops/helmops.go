@@ -77,7 +77,15 @@ func recordResource(storageDriver string) schema.GroupVersionResource {
 
 // Options configure a Manager.
 type Options struct {
+	// RESTConfig is the cluster's config; Helm's actions (their kube client
+	// and discovery) are built from it.
 	RESTConfig *rest.Config
+	// Clientset and Metadata are the clients of RESTConfig the Manager reads
+	// and writes release records with: the caller builds them once and shares
+	// them with the rest of the process. When nil, New builds them from
+	// RESTConfig.
+	Clientset kubernetes.Interface
+	Metadata  metadata.Interface
 	// StorageDriver is DriverSecret (default) or DriverConfigMap.
 	StorageDriver string
 	// Instance is written on every release as LabelInstance; the readers
@@ -155,7 +163,8 @@ func (m *Manager) forgetCapabilities() {
 	m.capsMu.Unlock()
 }
 
-// New returns a Manager for the cluster of opts.RESTConfig.
+// New returns a Manager for the cluster of opts.RESTConfig, using
+// opts.Clientset and opts.Metadata.
 func New(opts Options) (*Manager, error) {
 	switch opts.StorageDriver {
 	case "":
@@ -175,15 +184,21 @@ func New(opts Options) (*Manager, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Minute
 	}
-	cs, err := kubernetes.NewForConfig(opts.RESTConfig)
-	if err != nil {
-		return nil, fmt.Errorf("cannot create Kubernetes client: %w", err)
+	if opts.Clientset == nil {
+		cs, err := kubernetes.NewForConfig(opts.RESTConfig)
+		if err != nil {
+			return nil, fmt.Errorf("cannot create Kubernetes client: %w", err)
+		}
+		opts.Clientset = cs
 	}
-	mc, err := metadata.NewForConfig(opts.RESTConfig)
-	if err != nil {
-		return nil, fmt.Errorf("cannot create metadata client: %w", err)
+	if opts.Metadata == nil {
+		mc, err := metadata.NewForConfig(opts.RESTConfig)
+		if err != nil {
+			return nil, fmt.Errorf("cannot create metadata client: %w", err)
+		}
+		opts.Metadata = mc
 	}
-	return &Manager{opts: opts, clientset: cs, meta: mc, discovery: &sharedDiscovery{config: opts.RESTConfig}}, nil
+	return &Manager{opts: opts, clientset: opts.Clientset, meta: opts.Metadata, discovery: &sharedDiscovery{config: opts.RESTConfig}}, nil
 }
 
 // Timeout is the bound of one Helm operation.

@@ -12,6 +12,8 @@ import (
 	"go.uber.org/goleak"
 	"helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/testenv"
@@ -72,9 +74,25 @@ func chartsDir(t *testing.T) string {
 	return filepath.Join(root, "testdata")
 }
 
+// withClients gives opts the clientset and metadata client of its
+// RESTConfig, as autox's command line passes them.
+func withClients(t *testing.T, opts Options) Options {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(opts.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, err := metadata.NewForConfig(opts.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Clientset, opts.Metadata = cs, mc
+	return opts
+}
+
 func newManager(t *testing.T, driver string) *Manager {
 	t.Helper()
-	m, err := New(Options{RESTConfig: cluster.Config, StorageDriver: driver, Timeout: time.Minute, MaxHistory: 3, Log: zerolog.Nop()})
+	m, err := New(withClients(t, Options{RESTConfig: cluster.Config, StorageDriver: driver, Timeout: time.Minute, MaxHistory: 3, Log: zerolog.Nop()}))
 	if err != nil {
 		t.Fatal(err)
 	}

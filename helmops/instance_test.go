@@ -87,7 +87,7 @@ func TestInstances(t *testing.T) {
 	ctx := context.Background()
 	ns := cluster.Namespace(t)
 	def := newManager(t, DriverSecret)
-	blue, err := New(Options{RESTConfig: cluster.Config, Instance: "blue", MaxHistory: 5})
+	blue, err := New(withClients(t, Options{RESTConfig: cluster.Config, Instance: "blue", MaxHistory: 5}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,7 @@ func managerThrough(t *testing.T, driver string, rr *recordRequests) *Manager {
 	t.Helper()
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.WrapTransport = func(next http.RoundTripper) http.RoundTripper { rr.next = next; return rr }
-	m, err := New(Options{RESTConfig: cfg, StorageDriver: driver, Timeout: time.Minute, MaxHistory: 5})
+	m, err := New(withClients(t, Options{RESTConfig: cfg, StorageDriver: driver, Timeout: time.Minute, MaxHistory: 5}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,7 +115,7 @@ func TestUnreadableNamespace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	limited, err := New(Options{RESTConfig: limitedUser(t, readable)})
+	limited, err := New(withClients(t, Options{RESTConfig: limitedUser(t, readable)}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func TestErrorsHideValues(t *testing.T) {
 	ctx := context.Background()
 	ns := cluster.Namespace(t)
 	var logs logBuffer
-	m, err := New(Options{RESTConfig: cluster.Config, Timeout: 0, MaxHistory: 3, Log: zerolog.New(&logs).Level(zerolog.DebugLevel)})
+	m, err := New(withClients(t, Options{RESTConfig: cluster.Config, Timeout: 0, MaxHistory: 3, Log: zerolog.New(&logs).Level(zerolog.DebugLevel)}))
 	if err != nil {
 		t.Fatal(err)
 	}

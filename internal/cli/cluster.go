@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -51,11 +51,11 @@ type clusterDeps struct {
 }
 
 // connect builds the clients of a command that talks to the cluster.
-func (c *clusterFlags) connect(log zerolog.Logger) (*clusterDeps, error) {
+func (c *clusterFlags) connect(version string, log zerolog.Logger) (*clusterDeps, error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	rc, err := restConfig(c.kubeconfig)
+	rc, err := restConfig(c.kubeconfig, version)
 	if err != nil {
 		return nil, err
 	}
@@ -70,11 +70,21 @@ func (c *clusterFlags) check() error {
 	return nil
 }
 
-// clients builds every client from rc: run builds them once per leadership
-// term from the term's fenced config.
+// clients builds every client from rc, one of each, which helmops and
+// triggers share: run builds them once per leadership term from the term's
+// fenced config.
 func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDeps, error) {
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create Kubernetes client: %w", err)
+	}
+	mc, err := metadata.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create metadata client: %w", err)
+	}
 	helm, err := helmops.New(helmops.Options{
-		RESTConfig: rc, StorageDriver: c.storageDriver, Instance: c.instance, Timeout: c.helmTimeout, MaxHistory: c.maxHistory, Log: log,
+		RESTConfig: rc, Clientset: cs, Metadata: mc,
+		StorageDriver: c.storageDriver, Instance: c.instance, Timeout: c.helmTimeout, MaxHistory: c.maxHistory, Log: log,
 	})
 	if err != nil {
 		return nil, err
@@ -83,17 +93,9 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 	if err != nil {
 		return nil, err
 	}
-	mc, err := metadata.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("cannot create metadata client: %w", err)
-	}
 	dc, err := discovery.NewDiscoveryClientForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create discovery client: %w", err)
-	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("cannot create Kubernetes client: %w", err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 	return &clusterDeps{rest: rc, helm: helm, inv: inv, meta: mc, mapper: mapper, client: cs}, nil
@@ -110,8 +112,8 @@ func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts helmops.Cha
 }
 
 // restConfig follows DESIGN §6: --kubeconfig, else in-cluster, else
-// $KUBECONFIG, else ~/.kube/config.
-func restConfig(kubeconfig string) (*rest.Config, error) {
+// $KUBECONFIG, else ~/.kube/config. version goes into the User-Agent.
+func restConfig(kubeconfig, version string) (*rest.Config, error) {
 	var (
 		cfg *rest.Config
 		err error

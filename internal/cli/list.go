@@ -1,10 +1,7 @@
-package main
+package cli
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,7 +25,7 @@ type listedRelease struct {
 	Orphan       bool      `json:"orphan"`
 }
 
-func newListCommand() *cobra.Command {
+func newListCommand(version string) *cobra.Command {
 	var (
 		cf                      clusterFlags
 		path, output, namespace string
@@ -59,7 +56,7 @@ func newListCommand() *cobra.Command {
 				}
 				namespaces = []string{namespace}
 			}
-			deps, err := cf.connect(log)
+			deps, err := cf.connect(version, log)
 			if err != nil {
 				return &exitError{1, err}
 			}
@@ -100,32 +97,4 @@ func listRows(cfg *config.Config, rels []*helmops.Release, onlyOrphans bool) []l
 		})
 	}
 	return rows
-}
-
-func printRows(w io.Writer, output string, rows []listedRelease) error {
-	if output == "json" {
-		return writeJSON(w, rows)
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tRELEASE\tSPEC\tRELEASE SPEC\tCHART\tVERSION\tREVISION\tSTATUS\tUPDATED\tORPHAN")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%v\n", r.Namespace, r.Release, r.Spec, r.ReleaseSpec,
-			r.Chart, r.ChartVersion, r.Revision, r.Status, r.Updated.Format(time.RFC3339), r.Orphan)
-	}
-	return tw.Flush()
-}
-
-// checkOutput validates the -o flag shared by plan and list.
-func checkOutput(output string) error {
-	if output != "table" && output != "json" {
-		return &exitError{1, fmt.Errorf("invalid -o %q: use table or json", output)}
-	}
-	return nil
-}
-
-// writeJSON prints v as indented JSON, the -o json of plan and list.
-func writeJSON(w io.Writer, v interface{}) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

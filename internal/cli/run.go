@@ -1,10 +1,9 @@
-package main
+package cli
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -45,7 +44,7 @@ type runFlags struct {
 	configDebounce, configCheckInterval    time.Duration
 }
 
-func newRunCommand() *cobra.Command {
+func newRunCommand(version string) *cobra.Command {
 	f := &runFlags{}
 	cmd := &cobra.Command{
 		Use:   "run --config FILE",
@@ -54,7 +53,7 @@ func newRunCommand() *cobra.Command {
 			if err := bindEnv(cmd.Flags()); err != nil {
 				return err
 			}
-			return run(cmd, f)
+			return run(cmd, f, version)
 		},
 	}
 	fs := cmd.Flags()
@@ -95,22 +94,7 @@ func defaultLeaseNamespace() string {
 	return "default"
 }
 
-func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
-	lvl, err := zerolog.ParseLevel(level)
-	if err != nil {
-		return zerolog.Nop(), fmt.Errorf("invalid --log-level %q: %w", level, err)
-	}
-	switch format {
-	case "json":
-	case "console":
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
-	default:
-		return zerolog.Nop(), fmt.Errorf("invalid --log-format %q: use json or console", format)
-	}
-	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
-}
-
-func run(cmd *cobra.Command, f *runFlags) error {
+func run(cmd *cobra.Command, f *runFlags, version string) error {
 	log, err := newLogger(cmd.ErrOrStderr(), f.logLevel, f.logFormat)
 	if err != nil {
 		return &exitError{1, err}
@@ -144,7 +128,7 @@ func run(cmd *cobra.Command, f *runFlags) error {
 		log.Warn().Str("config", f.config).Msg("the config file is a mount point of its own, as with a subPath volume mount: " +
 			"the kubelet never updates those, so config changes will not reach autox; mount the whole ConfigMap as a directory")
 	}
-	base, err := restConfig(f.kubeconfig)
+	base, err := restConfig(f.kubeconfig, version)
 	if err != nil {
 		return &exitError{1, err}
 	}

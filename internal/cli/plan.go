@@ -1,19 +1,16 @@
-package main
+package cli
 
 import (
 	"errors"
 	"fmt"
-	"io"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/triggers"
-	"github.com/autox-dev/autox/triggers/decide"
 )
 
-func newPlanCommand() *cobra.Command {
+func newPlanCommand(version string) *cobra.Command {
 	var (
 		cf               clusterFlags
 		path, output     string
@@ -43,7 +40,7 @@ cluster error, 2 changes pending (only with --detailed-exitcode).`,
 			if err != nil {
 				return err
 			}
-			deps, err := cf.connect(log)
+			deps, err := cf.connect(version, log)
 			if err != nil {
 				return &exitError{1, err}
 			}
@@ -71,19 +68,4 @@ cluster error, 2 changes pending (only with --detailed-exitcode).`,
 	fs.BoolVar(&detailedExitCode, "detailed-exitcode", false, "exit 2 when the plan has changes (as terraform plan does)")
 	fs.StringVar(&logLevel, "log-level", "warn", "log level of messages on stderr")
 	return cmd
-}
-
-func printSteps(w io.Writer, output string, steps []decide.Step) error {
-	if output == "json" {
-		if steps == nil {
-			steps = []decide.Step{}
-		}
-		return writeJSON(w, steps)
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ACTION\tSPEC\tRELEASE SPEC\tRELEASE\tNAMESPACE\tREASON")
-	for _, s := range steps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Action, s.Spec, s.ReleaseSpec, s.Release, s.Namespace, s.Reason)
-	}
-	return tw.Flush()
 }

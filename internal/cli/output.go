@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/triggers/decide"
+)
+
+// configError prints a config's problems one per line on stderr and returns
+// the exit-1 error.
+func configError(cmd *cobra.Command, path string, err error) error {
+	var cerr *config.Error
+	if errors.As(err, &cerr) {
+		for _, l := range cerr.Lines() {
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", path, l)
+		}
+		return &exitError{1, fmt.Errorf("%s is not valid: %d problem(s)", path, len(cerr.Problems))}
+	}
+	return &exitError{1, err}
+}
+
+// checkOutput validates the -o flag shared by plan and list.
+func checkOutput(output string) error {
+	if output != "table" && output != "json" {
+		return &exitError{1, fmt.Errorf("invalid -o %q: use table or json", output)}
+	}
+	return nil
+}
+
+// writeJSON prints v as indented JSON, the -o json of plan and list.
+func writeJSON(w io.Writer, v interface{}) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// printSteps prints the plan: a table, or with -o json an array (never null).
+func printSteps(w io.Writer, output string, steps []decide.Step) error {
+	if output == "json" {
+		if steps == nil {
+			steps = []decide.Step{}
+		}
+		return writeJSON(w, steps)
+	}
+	tw := newTable(w, "ACTION\tSPEC\tRELEASE SPEC\tRELEASE\tNAMESPACE\tREASON")
+	for _, s := range steps {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Action, s.Spec, s.ReleaseSpec, s.Release, s.Namespace, s.Reason)
+	}
+	return tw.Flush()
+}
+
+// printRows prints the rows of list: a table, or with -o json an array.
+func printRows(w io.Writer, output string, rows []listedRelease) error {
+	if output == "json" {
+		return writeJSON(w, rows)
+	}
+	tw := newTable(w, "NAMESPACE\tRELEASE\tSPEC\tRELEASE SPEC\tCHART\tVERSION\tREVISION\tSTATUS\tUPDATED\tORPHAN")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%v\n", r.Namespace, r.Release, r.Spec, r.ReleaseSpec,
+			r.Chart, r.ChartVersion, r.Revision, r.Status, r.Updated.Format(time.RFC3339), r.Orphan)
+	}
+	return tw.Flush()
+}
+
+// newTable starts a table of tab-separated columns under header; the caller
+// writes the rows and flushes it.
+func newTable(w io.Writer, header string) *tabwriter.Writer {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	return tw
+}
