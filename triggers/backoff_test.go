@@ -3,8 +3,6 @@ package triggers
 import (
 	"testing"
 	"time"
-
-	"github.com/autox-dev/autox/internal/metrics"
 )
 
 // TestBackoffCarriesOverToTheNextTerm: a failing spec's backoff is shared by
@@ -24,7 +22,7 @@ specs:
       broken: {chart: {path: {{.Charts}}/broken}}
 `)
 	h.start(cfg, time.Hour)
-	h.waitReconciles("web", metrics.Error, 1)
+	h.waitReconciles("web", resultError, 1)
 	h.halt()
 	if !h.backoff.waiting("web", time.Now()) {
 		t.Fatal("the failed spec is not in backoff")
@@ -34,8 +32,8 @@ specs:
 	// resync of an hour only the carried-over retry can reconcile it.
 	h.start(cfg, time.Hour)
 	h.waitPass()
-	if n := h.reconciles("web", metrics.Error); n != 0 {
+	if n := h.reconciles("web", resultError); n != 0 {
 		t.Errorf("the next term retried a spec in backoff at once (%v reconciles)", n)
 	}
-	h.waitReconciles("web", metrics.Error, 1)
+	h.waitReconciles("web", resultError, 1)
 }

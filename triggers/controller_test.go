@@ -20,7 +20,6 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
-	"github.com/autox-dev/autox/internal/metrics"
 	"github.com/autox-dev/autox/internal/releasetest"
 	"github.com/autox-dev/autox/internal/testenv"
 	"github.com/autox-dev/autox/triggers/decide"
@@ -144,7 +143,7 @@ func (h *harness) halt() {
 }
 
 // reconciles returns how many reconciles of spec the controller started
-// last has finished with result (metrics.Success or metrics.Error).
+// last has finished with result (resultSuccess or resultError).
 func (h *harness) reconciles(spec, result string) float64 {
 	return testutil.ToFloat64(h.metrics.reconciles.WithLabelValues(spec, result))
 }
@@ -152,8 +151,8 @@ func (h *harness) reconciles(spec, result string) float64 {
 // finishedReconciles counts the reconciles of spec that m has seen finish
 // (one that cannot decide is not counted: see liveReads).
 func finishedReconciles(m *Metrics, spec string) float64 {
-	return testutil.ToFloat64(m.reconciles.WithLabelValues(spec, metrics.Success)) +
-		testutil.ToFloat64(m.reconciles.WithLabelValues(spec, metrics.Error))
+	return testutil.ToFloat64(m.reconciles.WithLabelValues(spec, resultSuccess)) +
+		testutil.ToFloat64(m.reconciles.WithLabelValues(spec, resultError))
 }
 
 // waitReconciles waits until the controller started last has finished n
@@ -425,7 +424,7 @@ specs:
 	// Several reconciles later the foreign release is untouched and the
 	// broken chart's failed install is retried, never turning into anything
 	// else.
-	h.waitReconciles("web", metrics.Error, h.reconciles("web", metrics.Error)+3)
+	h.waitReconciles("web", resultError, h.reconciles("web", resultError)+3)
 	r := h.release("web-hello")
 	if r == nil || r.Managed() || r.Revision != 1 {
 		t.Errorf("foreign release changed: %+v", r)

@@ -3,9 +3,21 @@ package triggers
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
-
-	"github.com/autox-dev/autox/internal/metrics"
 )
+
+// The result label's values.
+const (
+	resultSuccess = "success"
+	resultError   = "error"
+)
+
+// result is the result label of an outcome.
+func result(err error) string {
+	if err != nil {
+		return resultError
+	}
+	return resultSuccess
+}
 
 // Metrics are the control loop's metrics (README "Monitoring"). One set,
 // registered once on the registry it is given, serves the controllers of
@@ -47,7 +59,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			return nil, err
 		}
 	}
-	for _, r := range []string{metrics.Success, metrics.Error} {
+	for _, r := range []string{resultSuccess, resultError} {
 		for _, a := range []string{"install", "upgrade", "reinstall", "uninstall", "rollback"} {
 			m.helmOperations.WithLabelValues(a, r)
 		}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
-	"github.com/autox-dev/autox/internal/metrics"
 )
 
 // TestUnreadableNamespaceBlocksOnlyItsReleases runs the controller as a user
@@ -62,7 +61,7 @@ specs:
 `), 300*time.Millisecond)
 	h.waitRelease("old-hello", "uninstalled by start-up cleanup beside an unreadable namespace", gone)
 	h.waitRelease("web-here", "installed beside an unreadable namespace", deployedAt(1))
-	h.waitReconciles("web", metrics.Error, 2)
+	h.waitReconciles("web", resultError, 2)
 	there := h.releases()
 	there.Namespace = forbidden
 	if r := there.Get("web-there"); r != nil {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
-	"github.com/autox-dev/autox/internal/metrics"
 	"github.com/autox-dev/autox/internal/redact"
 	"github.com/autox-dev/autox/triggers/decide"
 )
@@ -240,7 +239,7 @@ func (r *Reconciler) count(specName string, err error, start time.Time) {
 		// too, so label values stay bounded by the config.
 		r.opts.Metrics.forgetSpec(specName)
 	} else {
-		r.opts.Metrics.reconciles.WithLabelValues(specName, metrics.Result(err)).Inc()
+		r.opts.Metrics.reconciles.WithLabelValues(specName, result(err)).Inc()
 	}
 	r.opts.Metrics.reconcileDuration.Observe(time.Since(start).Seconds())
 }
@@ -284,7 +283,7 @@ func (r *Reconciler) apply(ctx context.Context, o *observed, s decide.Step) erro
 	}
 	ev.Int("revision", rev).Dur("duration", time.Since(start)).Msg("release " + string(s.Action))
 	if r.opts.Metrics != nil {
-		r.opts.Metrics.helmOperations.WithLabelValues(string(s.Action), metrics.Result(err)).Inc()
+		r.opts.Metrics.helmOperations.WithLabelValues(string(s.Action), result(err)).Inc()
 	}
 	if err != nil {
 		r.event(o.ref, corev1.EventTypeWarning, "ReleaseFailed", "%s of release %s/%s failed: %v", s.Action, s.Namespace, s.Release, err)

@@ -9,7 +9,6 @@ import (
 	helmtime "helm.sh/helm/v3/pkg/time"
 
 	"github.com/autox-dev/autox/helmops"
-	"github.com/autox-dev/autox/internal/metrics"
 )
 
 const threeReleases = `
@@ -83,7 +82,7 @@ func TestUnlockStalePendingReleases(t *testing.T) {
 	})
 	// Several passes later (each reconciles the spec in full: a pending
 	// release is never proven in sync) the young release is still pending.
-	h.waitReconciles("web", metrics.Success, h.reconciles("web", metrics.Success)+3)
+	h.waitReconciles("web", resultSuccess, h.reconciles("web", resultSuccess)+3)
 	if r := h.release("web-young"); r.Status != release.StatusPendingUpgrade || r.Revision != 2 {
 		t.Errorf("a young pending release was touched: %+v", r)
 	}

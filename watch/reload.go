@@ -60,8 +60,8 @@ type Reloader struct {
 	// betweenReads, if set, runs between the two reads (tests write there).
 	betweenReads func()
 	log          zerolog.Logger
-	// OnOutcome, if set, is told every outcome (for metrics).
-	OnOutcome func(Outcome)
+	metrics      *Metrics
+	onOutcome    func(Outcome)
 
 	current atomic.Pointer[config.Config]
 
@@ -74,20 +74,47 @@ type Reloader struct {
 	lastRejected string
 }
 
-// NewReloader loads the config file for the first time. It returns the
-// config, or the load error (an invalid config at start is fatal, DESIGN §5).
-func NewReloader(path string, apply func(context.Context, *config.Config), log zerolog.Logger) (*Reloader, *config.Config, error) {
+// Initial is the config file as loaded at start.
+type Initial struct {
+	Path   string
+	Config *config.Config
+	sum    [sha256.Size]byte
+}
+
+// Load reads the config file for the first time. An invalid config at start
+// is fatal (DESIGN §5): the error lists every problem.
+func Load(path string) (*Initial, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot read config file: %w", err)
+		return nil, fmt.Errorf("cannot read config file: %w", err)
 	}
-	r := &Reloader{path: path, apply: apply, parse: config.ParseFile, settle: 50 * time.Millisecond, log: log, lastApplied: sha256.Sum256(data)}
-	cfg, err := r.parse(path, data)
+	cfg, err := config.ParseFile(path, data)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	r.current.Store(cfg)
-	return r, cfg, nil
+	return &Initial{Path: path, Config: cfg, sum: sha256.Sum256(data)}, nil
+}
+
+// ReloaderOptions configure a Reloader.
+type ReloaderOptions struct {
+	// Initial is the config in force at start.
+	Initial *Initial
+	// Apply puts a new valid config in force.
+	Apply func(context.Context, *config.Config)
+	// Metrics (optional) records every outcome.
+	Metrics *Metrics
+	// OnOutcome, if set, is told every outcome.
+	OnOutcome func(Outcome)
+	Log       zerolog.Logger
+}
+
+// NewReloader returns a Reloader whose config in force is opts.Initial's.
+func NewReloader(opts ReloaderOptions) *Reloader {
+	r := &Reloader{path: opts.Initial.Path, apply: opts.Apply, parse: config.ParseFile, settle: 50 * time.Millisecond,
+		log: opts.Log, metrics: opts.Metrics, onOutcome: opts.OnOutcome, lastApplied: opts.Initial.sum}
+	r.current.Store(opts.Initial.Config)
+	opts.Metrics.loaded(time.Now())
+	return r
 }
 
 // Current returns the newest valid config the Reloader has seen: the one
@@ -104,8 +131,9 @@ func (r *Reloader) Check(ctx context.Context) Outcome {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := r.check(ctx)
-	if r.OnOutcome != nil {
-		r.OnOutcome(out)
+	r.metrics.outcome(out, time.Now())
+	if r.onOutcome != nil {
+		r.onOutcome(out)
 	}
 	return out
 }

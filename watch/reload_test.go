@@ -35,7 +35,14 @@ func TestReloader(t *testing.T) {
 	path := k.Path()
 	var applied []*config.Config
 	logs := &logCounter{}
-	r, cfg, err := NewReloader(path, func(_ context.Context, c *config.Config) { applied = append(applied, c) }, logs.logger())
+	initial, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := initial.Config
+	var outcomes []Outcome
+	r := NewReloader(ReloaderOptions{Initial: initial, Apply: func(_ context.Context, c *config.Config) { applied = append(applied, c) },
+		OnOutcome: func(o Outcome) { outcomes = append(outcomes, o) }, Log: logs.logger()})
 	if err != nil || len(cfg.Specs) != 1 {
 		t.Fatalf("NewReloader: %v %v", cfg, err)
 	}
@@ -46,8 +53,6 @@ func TestReloader(t *testing.T) {
 		return parse(path, data)
 	}
 	ctx := context.Background()
-	var outcomes []Outcome
-	r.OnOutcome = func(o Outcome) { outcomes = append(outcomes, o) }
 
 	// Another goroutine asks for the config in force all along, as a standby
 	// that becomes leader would; the race detector watches.
@@ -132,7 +137,11 @@ func TestReloader(t *testing.T) {
 func TestReloaderCanceled(t *testing.T) {
 	k := testenv.NewKubeletDir(t, "config.yaml", goodA)
 	logs := &logCounter{}
-	r, _, err := NewReloader(k.Path(), func(context.Context, *config.Config) {}, logs.logger())
+	initial, err := Load(k.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewReloader(ReloaderOptions{Initial: initial, Apply: func(context.Context, *config.Config) {}, Log: logs.logger()})
 	must(t, err)
 	k.Update(badA)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -151,7 +160,7 @@ func TestReloaderCanceled(t *testing.T) {
 func TestNewReloaderRejectsInvalidStart(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "config.yaml")
 	must(t, os.WriteFile(p, []byte("specs: {}\n"), 0o644))
-	if _, _, err := NewReloader(p, func(context.Context, *config.Config) {}, zerolog.Nop()); err == nil {
+	if _, err := Load(p); err == nil {
 		t.Fatal("an invalid config at start must be an error")
 	}
 }
@@ -162,12 +171,16 @@ func TestNewReloaderRejectsInvalidStart(t *testing.T) {
 func TestReloaderUnsettled(t *testing.T) {
 	k := testenv.NewKubeletDir(t, "config.yaml", goodA)
 	applied := 0
-	r, _, err := NewReloader(k.Path(), func(context.Context, *config.Config) { applied++ }, zerolog.Nop())
+	initial, err := Load(k.Path())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var outcomes []Outcome
-	r.OnOutcome = func(o Outcome) { outcomes = append(outcomes, o) }
+	r := NewReloader(ReloaderOptions{Initial: initial, Apply: func(context.Context, *config.Config) { applied++ },
+		OnOutcome: func(o Outcome) { outcomes = append(outcomes, o) }, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r.betweenReads = func() { k.Update(goodB) }
 	if got := r.Check(context.Background()); got != Unsettled {
 		t.Fatalf("a file changed during the check: outcome %s, want %s", got, Unsettled)

@@ -45,7 +45,9 @@ type Options struct {
 	// it reports an error such as an event queue overflow. Watch goes on with
 	// the periodic check either way.
 	OnWatchError func(error)
-	Log          zerolog.Logger
+	// Metrics (optional) counts the watch's failures.
+	Metrics *Metrics
+	Log     zerolog.Logger
 }
 
 // Stats counts what a Watcher did since it was created. Every count only
@@ -233,6 +235,7 @@ func (w *Watcher) failed(err error) {
 	w.watchErrors.Add(1)
 	w.opts.Log.Warn().Err(err).Str("dir", w.dir).
 		Msg("config directory watch failed; the periodic check picks up changes until it works again")
+	w.opts.Metrics.watchError()
 	if w.opts.OnWatchError != nil {
 		w.opts.OnWatchError(err)
 	}

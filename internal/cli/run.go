@@ -23,7 +23,6 @@ import (
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/leader"
-	"github.com/autox-dev/autox/internal/metrics"
 	"github.com/autox-dev/autox/triggers"
 	"github.com/autox-dev/autox/watch"
 )
@@ -111,19 +110,32 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 	if f.leaderElectID == "" {
 		f.leaderElectID = f.instance
 	}
-	var live liveController
-	m := metrics.New(func() float64 { return float64(apiRequests.Load()) })
-	loopMetrics, err := triggers.NewMetrics(m.Registry)
-	if err != nil {
-		return &exitError{1, fmt.Errorf("cannot register metrics: %w", err)}
-	}
-	// Every replica, leader or not, watches and validates the config file:
-	// a replica that becomes leader acts on the last valid config it saw.
-	reloader, cfg, err := watch.NewReloader(f.config, live.apply, log)
+	initial, err := watch.Load(f.config)
 	if err != nil {
 		return configError(cmd, f.config, err)
 	}
-	live.state, live.log = triggers.NewConfigState(cfg), log
+	cfg := initial.Config
+	// Each component registers its own metrics on the one registry served.
+	registry, err := newRegistry()
+	if err != nil {
+		return &exitError{1, err}
+	}
+	watchMetrics, err := watch.NewMetrics(registry)
+	if err != nil {
+		return &exitError{1, fmt.Errorf("cannot register metrics: %w", err)}
+	}
+	leaderMetrics, err := leader.NewMetrics(registry)
+	if err != nil {
+		return &exitError{1, fmt.Errorf("cannot register metrics: %w", err)}
+	}
+	loopMetrics, err := triggers.NewMetrics(registry)
+	if err != nil {
+		return &exitError{1, fmt.Errorf("cannot register metrics: %w", err)}
+	}
+	live := &liveController{state: triggers.NewConfigState(cfg), log: log}
+	// Every replica, leader or not, watches and validates the config file:
+	// a replica that becomes leader acts on the last valid config it saw.
+	reloader := watch.NewReloader(watch.ReloaderOptions{Initial: initial, Apply: live.apply, Metrics: watchMetrics, Log: log})
 	if watch.LooksLikeSubPath(f.config) {
 		log.Warn().Str("config", f.config).Msg("the config file is a mount point of its own, as with a subPath volume mount: " +
 			"the kubelet never updates those, so config changes will not reach autox; mount the whole ConfigMap as a directory")
@@ -141,26 +153,6 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 	defer stop()
 
 	var leading atomic.Bool
-	m.ConfigLoaded(true, time.Now())
-	reloader.OnOutcome = func(o watch.Outcome) {
-		switch o {
-		case watch.Applied:
-			m.ConfigReloads.WithLabelValues(metrics.Success).Inc()
-			m.ConfigLoaded(true, time.Now())
-		case watch.Unchanged:
-			// Back to the config in force (a bad edit reverted): nothing was
-			// loaded, so the success timestamp stays.
-			m.ConfigReloadOK.Set(1)
-		case watch.Rejected:
-			m.ConfigReloads.WithLabelValues(metrics.Error).Inc()
-			m.ConfigLoaded(false, time.Now())
-		case watch.StillRejected:
-			// The same rejected content again: counted and logged once.
-			m.ConfigReloadOK.Set(0)
-		case watch.Unsettled, watch.Canceled:
-			// Nothing was judged; the next check will.
-		}
-	}
 	charts, err := helmops.NewChartCache(helmops.ChartCacheOptions{
 		Dir: f.cacheDir, RepositoryConfig: f.repositoryConfig, RegistryConfig: f.registryConfig,
 		Refresh: f.indexRefresh, Timeout: f.helmTimeout, Log: log,
@@ -170,14 +162,14 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 	}
 	w, err := watch.New(watch.Options{
 		Path: f.config, Debounce: f.configDebounce, CheckInterval: f.configCheckInterval,
-		OnChange: func() { reloader.Check(ctx) }, OnWatchError: func(error) { m.ConfigWatchErrors.Inc() }, Log: log,
+		OnChange: func() { reloader.Check(ctx) }, Metrics: watchMetrics, Log: log,
 	})
 	if err != nil {
 		return &exitError{1, err}
 	}
 
 	if f.httpAddr != "" {
-		srv, err := serveHTTP(f.httpAddr, m, probes{
+		srv, err := serveHTTP(f.httpAddr, registry, probes{
 			// A standby is ready: it holds a valid config and takes over on its own.
 			ready: func() error {
 				if c := live.current(); leading.Load() && (c == nil || !c.Ready()) {
@@ -251,12 +243,7 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 	electionOpts := leader.Options{
 		Client: leaseClient, Namespace: f.leaderElectionNamespace, Name: f.leaderElectID,
 		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
-		OnLeading: func(l bool) {
-			leading.Store(l)
-			m.Leader.Set(map[bool]float64{true: 1, false: 0}[l])
-		},
-		OnRefused: m.FencedWrites.Inc,
-		Log:       log,
+		OnLeading: leading.Store, Metrics: leaderMetrics, Log: log,
 	}
 	var runErr error
 	if f.leaderElect {

@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
-
-	"github.com/autox-dev/autox/internal/metrics"
 )
 
 // probes are the checks behind /readyz and /healthz; nil error means pass.
@@ -21,14 +21,14 @@ type probes struct {
 
 // serveHTTP serves metrics and probes. Binding happens before returning so an
 // address in use is a start-up error, not a silent log line.
-func serveHTTP(addr string, m *metrics.Metrics, p probes, log zerolog.Logger) (*http.Server, error) {
+func serveHTTP(addr string, metrics prometheus.Gatherer, p probes, log zerolog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen on --http-addr %s: %w", addr, err)
 	}
 	log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics, /healthz and /readyz")
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	probe := func(check func() error) http.HandlerFunc {
 		return func(w http.ResponseWriter, _ *http.Request) {
 			if err := check(); err != nil {
@@ -47,4 +47,20 @@ func serveHTTP(addr string, m *metrics.Metrics, p probes, log zerolog.Logger) (*
 		}
 	}()
 	return srv, nil
+}
+
+// newRegistry returns the registry /metrics serves, with the process's own
+// metrics: the API requests made (Helm's included) and the Go and process
+// collectors. The components register theirs on it.
+func newRegistry() (*prometheus.Registry, error) {
+	reg := prometheus.NewRegistry()
+	requests := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "autox_kube_api_requests_total", Help: "Requests made to the Kubernetes API server, Helm's included.",
+	}, func() float64 { return float64(apiRequests.Load()) })
+	for _, c := range []prometheus.Collector{requests, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("cannot register metrics: %w", err)
+		}
+	}
+	return reg, nil
 }

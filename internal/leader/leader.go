@@ -36,9 +36,9 @@ type Options struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// OnLeading is told when a term starts (true) and when it ends (false).
 	OnLeading func(bool)
-	// OnRefused is called for every write a fenced term refuses.
-	OnRefused func()
-	Log       zerolog.Logger
+	// Metrics (optional) shows leadership and counts refused writes.
+	Metrics *Metrics
+	Log     zerolog.Logger
 }
 
 // Lead does one term's work. It must return soon after ctx ends: when the
@@ -49,10 +49,10 @@ type Lead func(ctx context.Context, term *Term) error
 // RunAlone runs lead as the one writer without an election
 // (--leader-elect=false): one term from start to stop, fenced when lead returns.
 func RunAlone(ctx context.Context, opts Options, lead Lead) error {
-	term := NewTerm(opts.OnRefused)
+	term := NewTerm(opts.Metrics.refusedFunc())
 	defer term.End()
-	notify(opts.OnLeading, true)
-	defer notify(opts.OnLeading, false)
+	opts.notify(true)
+	defer opts.notify(false)
 	return lead(ctx, term)
 }
 
@@ -93,7 +93,7 @@ func Run(ctx context.Context, opts Options, lead Lead) error {
 // campaign runs one election: it waits to lead, runs one term, and leaves
 // the election. lost reports a term that ended without a stop.
 func campaign(ctx context.Context, opts Options, id string, log zerolog.Logger, lead Lead) (lost bool, err error) {
-	term := NewTerm(opts.OnRefused)
+	term := NewTerm(opts.Metrics.refusedFunc())
 	defer term.End()
 	lock := &watchedLock{
 		Interface: &resourcelock.LeaseLock{
@@ -155,7 +155,7 @@ func campaign(ctx context.Context, opts Options, id string, log zerolog.Logger, 
 	}
 
 	log.Info().Msg("leading: this process writes")
-	notify(opts.OnLeading, true)
+	opts.notify(true)
 	stopFencing := context.AfterFunc(leaderCtx, term.End)
 	runCtx, cancelRun := context.WithCancel(ctx)
 	stopCancel := onClose(term.Done(), cancelRun)
@@ -164,7 +164,7 @@ func campaign(ctx context.Context, opts Options, id string, log zerolog.Logger, 
 	cancelRun()
 	stopCancel()
 	stopFencing()
-	notify(opts.OnLeading, false)
+	opts.notify(false)
 	leave()
 	if err != nil {
 		return false, err
@@ -288,9 +288,10 @@ func onClose(ch <-chan struct{}, f func()) (stop func()) {
 	}
 }
 
-func notify(f func(bool), v bool) {
-	if f != nil {
-		f(v)
+func (o Options) notify(leading bool) {
+	o.Metrics.setLeading(leading)
+	if o.OnLeading != nil {
+		o.OnLeading(leading)
 	}
 }
 
