@@ -1,8 +1,9 @@
 // Package helmops makes every Helm SDK call autox needs: install, upgrade,
 // uninstall, reinstall (validated by a dry run before anything is removed) and
-// rollback of one release, and the inventory of the releases one autox
-// instance manages. It decides nothing: callers (package triggers) say what to
-// do; this package does it with the real Helm storage drivers, and passes
+// rollback of one release, and the reads of the releases one autox instance
+// manages, into the observation types of triggers/decide (Release, Record).
+// It decides nothing: callers (package triggers) say what to do; this package
+// does it with the real Helm storage drivers, and passes
 // Helm's errors and debug lines through the caller's redact.Redactor so that
 // values never leak through them.
 package helmops

@@ -1,7 +1,8 @@
-// Package triggers keeps each spec's releases in line with its trigger object:
-// informers and a periodic pass put spec names on one rate-limited queue,
-// workers take them off one at a time per spec, read the trigger live, decide
-// with the pure Decide function and act through helmops.
+// Package triggers is the loop that keeps each spec's releases in line with
+// its trigger object: informers and a periodic pass put spec names on one
+// queue, workers take them off one at a time per spec, observe the spec (a
+// live read of the trigger, its releases, its charts), let the pure package
+// triggers/decide plan it, and act through helmops.
 package triggers
 
 import (
