@@ -158,6 +158,15 @@ func TestSelectorWhileDown(t *testing.T) {
 	if r := e.release("e-job"); r == nil || r.Revision != 1 {
 		t.Errorf("e-job after the restart: %+v", r)
 	}
+
+	// plan and list show the object of each release.
+	steps := e.cli(0, "plan", "--config", cfg, "-o", "json")
+	if !strings.Contains(steps, `"object": "`+e.ns+`/e"`) {
+		t.Errorf("plan -o json does not name the object:\n%s", steps)
+	}
+	if list := e.cli(0, "list", "--config", cfg); !strings.Contains(list, "OBJECT") || !strings.Contains(list, e.ns+"/e") {
+		t.Errorf("list does not show the object:\n%s", list)
+	}
 }
 
 // TestSelectorConflict: a Deployment that is the named trigger of one spec
@@ -295,4 +304,40 @@ func TestSelectorListErrorUninstallsNothing(t *testing.T) {
 		t.Errorf("a-job after the LIST errors: %+v", r)
 	}
 	p.Stop(patience)
+}
+
+// TestSelectorValidate: validate checks selectors and release name
+// templates without a cluster, naming the YAML path.
+func TestSelectorValidate(t *testing.T) {
+	e := newEnv(t)
+	bad := e.writeConfig(`
+namespaces: [{{.NS}}]
+specs:
+  empty:
+    trigger: {group: apps, version: v1, resource: deployments, selector: {}}
+    releaseSpecs:
+      job: {chart: {path: {{.Charts}}/hello}}
+  both:
+    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}, selector: {matchLabels: {a: b}}}
+    releaseSpecs:
+      job: {chart: {path: {{.Charts}}/hello}}
+  noname:
+    trigger: {group: apps, version: v1, resource: deployments, selector: {matchExpressions: [{key: a, operator: In, values: [b]}]}}
+    releaseSpecs:
+      job: {chart: {path: {{.Charts}}/hello}, releaseName: "fixed-{{"{{"}}.Namespace{{"}}"}}"}
+`)
+	p := testenv.StartProcess(t, autox, "validate", "--config", bad)
+	code, err := p.Wait(patience)
+	if err != nil || code != 1 {
+		t.Fatalf("validate: code %d, %v\n%s", code, err, p.Output())
+	}
+	for _, path := range []string{"specs.empty.trigger.selector", "specs.both.trigger", "specs.noname.releaseSpecs.job.releaseName"} {
+		if !strings.Contains(p.Output(), path+":") {
+			t.Errorf("validate does not name %s:\n%s", path, p.Output())
+		}
+	}
+	good := e.writeConfigAs("good.yaml", selectorConfig)
+	if p := testenv.StartProcess(t, autox, "validate", "--config", good); func() int { c, _ := p.Wait(patience); return c }() != 0 {
+		t.Errorf("validate of a good selector config failed:\n%s", p.Output())
+	}
 }
