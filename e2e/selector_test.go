@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -339,5 +341,53 @@ specs:
 	good := e.writeConfigAs("good.yaml", selectorConfig)
 	if p := testenv.StartProcess(t, autox, "validate", "--config", good); func() int { c, _ := p.Wait(patience); return c }() != 0 {
 		t.Errorf("validate of a good selector config failed:\n%s", p.Output())
+	}
+}
+
+var passRequestsRe = regexp.MustCompile(`"apiRequests":(\d+),"message":"pass complete"`)
+
+// quietPassRequests is the fewest API requests of the passes p logged
+// after offset (a Lease renewal may fall into one pass; not into all).
+func quietPassRequests(p *testenv.Process, offset int) int {
+	least := -1
+	for _, m := range passRequestsRe.FindAllStringSubmatch(p.Output()[offset:], -1) {
+		n, _ := strconv.Atoi(m[1])
+		if least < 0 || n < least {
+			least = n
+		}
+	}
+	return least
+}
+
+// TestSelectorQuietPassIsO1: a pass with nothing to do makes the same
+// number of API requests for 2 matching objects as for 8, and no Helm write.
+func TestSelectorQuietPassIsO1(t *testing.T) {
+	e := newEnv(t)
+	for _, n := range []string{"q1", "q2"} {
+		e.deployment(n, selected("1"))
+	}
+	p := e.run(e.writeConfig(selectorConfig))
+	e.waitRelease("q2-job", "installed", deployedAt(1))
+	offset := len(p.Output())
+	e.waitPasses(p, offset, 5)
+	small := quietPassRequests(p, offset)
+	for _, n := range []string{"q3", "q4", "q5", "q6", "q7", "q8"} {
+		e.deployment(n, selected("1"))
+	}
+	e.waitRelease("q8-job", "installed", deployedAt(1))
+	for _, n := range []string{"q3", "q4", "q5", "q6", "q7"} {
+		e.waitRelease(n+"-job", "installed", deployedAt(1))
+	}
+	writes := helmWrites(p)
+	offset = len(p.Output())
+	e.waitPasses(p, offset, 5)
+	large := quietPassRequests(p, offset)
+	p.Stop(patience)
+	t.Logf("quiet pass: %d API requests with 2 objects, %d with 8", small, large)
+	if small < 0 || small != large {
+		t.Errorf("quiet pass made %d API requests with 2 objects and %d with 8: it must not grow with the objects", small, large)
+	}
+	if n := helmWrites(p) - writes; n != 0 {
+		t.Errorf("%d Helm writes in quiet passes", n)
 	}
 }
