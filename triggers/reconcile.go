@@ -143,6 +143,9 @@ func (r *Reconciler) observe(ctx context.Context, specName string, obj decide.Ob
 	}
 	o.Trigger, o.ref = trig.Trigger, trig.Ref
 	t := spec.Trigger
+	if !obj.IsZero() {
+		o.OutOfScope = !contains(cfg.TriggerNamespaces(cfg.Specs[specName].Trigger), obj.Namespace)
+	}
 	if o.Trigger.Found {
 		// Who else claims this object is judged from its labels as read now.
 		self := obj

@@ -30,6 +30,9 @@ type Observation struct {
 	// included (Claimants); with more than one, nothing is installed,
 	// upgraded or removed for it.
 	Claimants []string
+	// OutOfScope says the object is in a namespace its selector spec no
+	// longer covers: it is not selected, whatever its labels.
+	OutOfScope bool
 	// OverLimit says the object is past its selector spec's maxObjects in
 	// the last listing: it gets nothing new and keeps what it has.
 	OverLimit bool
@@ -237,6 +240,9 @@ func planReleaseSpec(o Observation, id string, rs *config.ReleaseSpec, ro Releas
 func TriggerOf(o Observation) (TriggerState, string) {
 	if o.Config == nil {
 		return TriggerSpecRemoved, "spec removed from config"
+	}
+	if o.Trigger.Found && o.OutOfScope {
+		return TriggerUnlabelled, "object is in a namespace the selector no longer covers"
 	}
 	state, reason := Evaluate(o.Config.Trigger, o.Trigger)
 	return claimed(o, state, reason)

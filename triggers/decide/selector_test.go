@@ -304,3 +304,14 @@ func TestTriggerObject(t *testing.T) {
 		t.Errorf("values that do not give the label back were believed: %v", got)
 	}
 }
+
+func TestPlanOutOfScope(t *testing.T) {
+	cfg := selectorConfig(t)
+	a := Object{"ns", "a"}
+	selected := Trigger{Found: true, Labels: labels("autox.dev/experiment", "enabled")}
+	o := objectObservation(t, cfg, a, selected, objectRelease(t, cfg, a, selected))
+	o.OutOfScope = true
+	if res := Plan(o); res.Steps[0].Action != ActionUninstall || !strings.Contains(res.Steps[0].Reason, "no longer covers") {
+		t.Errorf("object out of the selector's namespaces: %+v, want uninstall", res.Steps)
+	}
+}
