@@ -4,8 +4,6 @@
 // valid, so the rest of autox never re-checks it.
 package config
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 // DefaultTriggerLabel is the label a trigger must carry when the spec names none.
 const DefaultTriggerLabel = "app.kubernetes.io/version"
 
@@ -41,10 +39,8 @@ type Trigger struct {
 	Group     string `json:"group,omitempty"`
 	Version   string `json:"version"`
 	Resource  string `json:"resource"`
-	Name      string `json:"name,omitempty"`
-	Namespace string `json:"namespace,omitempty"`
-	Selector  *metav1.LabelSelector `json:"selector,omitempty"`
-	MaxObjects int `json:"maxObjects,omitempty"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
 	// Labels must all be present and non-empty on the object for its releases
 	// to be wanted. Omitted means [DefaultTriggerLabel]; an explicit empty list
 	// means the object's existence is enough.
