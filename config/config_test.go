@@ -102,7 +102,7 @@ func TestInvalid(t *testing.T) {
 		{"namespace twice", strings.Replace(base, "[default, exp]", "[default, default]", 1), []string{"namespaces[1]: namespace \"default\" is listed twice"}},
 		{"bad namespace", strings.Replace(base, "[default, exp]", "[default, Exp_1]", 1), []string{"namespaces[1]: must be a DNS-1123 label"}},
 		{"trigger fields required", strings.Replace(base, "{group: apps, version: v1, resource: deployments, name: a, namespace: default}", "{group: apps}", 1),
-			[]string{"specs.a.trigger.version: required", "specs.a.trigger.resource: required", "specs.a.trigger.name: required", "specs.a.trigger.namespace: required"}},
+			[]string{"specs.a.trigger.version: required", "specs.a.trigger.resource: required", "specs.a.trigger: required: `name` of the trigger object, or `selector`", "specs.a.trigger.namespace: required"}},
 		{"spec name", strings.Replace(base, "  a:\n", "  A_b:\n", 1), []string{"specs.A_b: spec name must be a DNS-1123 label"}},
 		{"release name too long", strings.Replace(base, "{chart: {path: charts/x}}", "{chart: {path: charts/x}, releaseName: "+strings.Repeat("r", 54)+"}", 1),
 			[]string{"specs.a.releaseSpecs.x.releaseName: ", "at most 53 characters"}},
