@@ -172,25 +172,30 @@ func TestInvalid(t *testing.T) {
 			[]string{"namespaces: has no value", "specs.a.trigger: has no value", "specs.a.releaseSpecs.x: has no value", "specs.b: has no value"}},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.yaml), "/cfg")
-			var cerr *Error
-			if !errors.As(err, &cerr) {
-				t.Fatalf("want *config.Error, got %v", err)
+		t.Run(tc.name, func(t *testing.T) { wantProblems(t, tc.yaml, tc.want) })
+	}
+}
+
+// wantProblems parses yaml, which must be invalid, and checks that each of
+// want is a substring of one problem line.
+func wantProblems(t *testing.T, yaml string, want []string) {
+	t.Helper()
+	_, err := Parse([]byte(yaml), "/cfg")
+	var cerr *Error
+	if !errors.As(err, &cerr) {
+		t.Fatalf("want *config.Error, got %v", err)
+	}
+	lines := cerr.Lines()
+	for _, w := range want {
+		found := false
+		for _, l := range lines {
+			if strings.Contains(l, w) {
+				found = true
 			}
-			lines := cerr.Lines()
-			for _, w := range tc.want {
-				found := false
-				for _, l := range lines {
-					if strings.Contains(l, w) {
-						found = true
-					}
-				}
-				if !found {
-					t.Errorf("no line contains %q; lines:\n%s", w, strings.Join(lines, "\n"))
-				}
-			}
-		})
+		}
+		if !found {
+			t.Errorf("no line contains %q; lines:\n%s", w, strings.Join(lines, "\n"))
+		}
 	}
 }
 
