@@ -123,18 +123,24 @@ func renderReleaseName(tmpl, spec, releaseSpec, namespace, name string) (string,
 
 // parseReleaseName parses a releaseName template. missingkey=error turns a
 // misspelt field such as .name into an error instead of "<no value>".
+// {{define}} and {{block}} are refused: a name needs no sub-templates, and a
+// template that calls itself would recurse 100,000 levels deep before
+// text/template stops it.
 func parseReleaseName(tmpl string) (*template.Template, error) {
 	t, err := template.New("releaseName").Option("missingkey=error").Parse(tmpl)
 	if err != nil {
 		return nil, fmt.Errorf("template %q does not parse (%w); write a Go template such as %q", tmpl, err, DefaultSelectorReleaseName)
 	}
+	if len(t.Templates()) > 1 {
+		return nil, fmt.Errorf("template %q defines templates ({{define}} or {{block}}), which a release name does not need; write a single template such as %q", tmpl, DefaultSelectorReleaseName)
+	}
 	return t, nil
 }
 
 // usesName reports whether a parsed releaseName template refers to the
-// object's name (.Name or $.Name) anywhere in its parse trees. Without it two
-// objects would get the same release names. A substring test would accept
-// {{/* .Name */}} or "{{.Names}}".
+// object's name (.Name or $.Name) in its parse tree. Without it two objects
+// would get the same release names. A substring test would accept
+// {{/* .Name */}} or {{.Names}}.
 func usesName(t *template.Template) bool {
 	var walk func(n parse.Node) bool
 	walk = func(n parse.Node) bool {
@@ -177,17 +183,10 @@ func usesName(t *template.Template) bool {
 			return walk(n.Pipe) || walk(n.List) || walk(n.ElseList)
 		case *parse.WithNode:
 			return walk(n.Pipe) || walk(n.List) || walk(n.ElseList)
-		case *parse.TemplateNode:
-			return walk(n.Pipe)
 		}
 		return false
 	}
-	for _, tt := range t.Templates() {
-		if tt.Tree != nil && walk(tt.Tree.Root) {
-			return true
-		}
-	}
-	return false
+	return t.Tree != nil && walk(t.Tree.Root)
 }
 
 // boundedWriter collects a rendered name and fails past maxRenderedName bytes.

@@ -161,13 +161,13 @@ func validate(cfg *Config) []Problem {
 		// match are only known at run time, which checks them there.
 		t := spec.Trigger
 		key := strings.Join([]string{t.Group, t.Resource, t.Namespace, t.Name}, "/")
-		if selector || t.Name == "" {
-			// no object to compare, or reported by validateTrigger
-		} else if first, dup := triggerOwner[key]; dup {
-			c.add(sp+".trigger", "the same trigger object (group %q, resource %q, namespace %q, name %q) is already used by spec %q; specs %q and %q must name different objects, merge them into one spec",
-				t.Group, t.Resource, t.Namespace, t.Name, first, first, name)
-		} else {
-			triggerOwner[key] = name
+		if !selector && t.Name != "" { // a missing name is reported by validateTrigger
+			if first, dup := triggerOwner[key]; dup {
+				c.add(sp+".trigger", "the same trigger object (group %q, resource %q, namespace %q, name %q) is already used by spec %q; specs %q and %q must name different objects, merge them into one spec",
+					t.Group, t.Resource, t.Namespace, t.Name, first, first, name)
+			} else {
+				triggerOwner[key] = name
+			}
 		}
 
 		if len(spec.ReleaseSpecs) == 0 {
