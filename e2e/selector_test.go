@@ -344,7 +344,7 @@ specs:
 	}
 }
 
-var passRequestsRe = regexp.MustCompile(`"apiRequests":(\d+),"message":"pass complete"`)
+var passRequestsRe = regexp.MustCompile(`"apiRequests":(\d+)[^}]*"message":"pass complete"`)
 
 // quietPassRequests is the fewest API requests of the passes p logged
 // after offset (a Lease renewal may fall into one pass; not into all).

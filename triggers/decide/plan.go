@@ -263,7 +263,7 @@ func claimed(o Observation, state TriggerState, reason string) (TriggerState, st
 	}
 	if len(others) > 0 {
 		return TriggerConflict, fmt.Sprintf("trigger object is claimed by specs %s: one object may serve one spec only; autox installs, upgrades and removes nothing for it until one spec lets it go",
-			strings.Join(append([]string{o.Spec}, others...), ", "))
+			strings.Join(o.Claimants, ", "))
 	}
 	if state.Wanted() && o.OverLimit {
 		return TriggerOverLimit, fmt.Sprintf("past maxObjects (%d) of the spec: objects before it in namespace/name order are served first; it keeps what it has and gets nothing new", o.Config.Trigger.MaxObjects)
