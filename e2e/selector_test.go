@@ -259,8 +259,9 @@ func TestSelectorMaxObjects(t *testing.T) {
 
 // TestSelectorListErrorUninstallsNothing: while every LIST (and watch) of
 // the selected Deployments fails (a proxy answers 500 to those requests
-// only), no object is taken for gone: nothing is uninstalled, and once the
-// LISTs work again a real removal goes through.
+// only), no object is taken for gone: nothing is uninstalled. While the read
+// of one object by name fails, its lost label removes nothing either; once
+// it can be read, the confirmed removal goes through.
 func TestSelectorListErrorUninstallsNothing(t *testing.T) {
 	e := newEnv(t)
 	proxy, err := cluster.NewProxy()
@@ -299,9 +300,23 @@ func TestSelectorListErrorUninstallsNothing(t *testing.T) {
 		t.Fatalf("an uninstall while the LISTs failed:\n%s", p.Output()[offset:])
 	}
 	proxy.FailWith(0)
-	// Once LISTs work, a real removal goes through again.
-	e.relabel("b", version("1"))
-	e.waitRelease("b-job", "uninstalled once the selector can be read", gone)
+
+	// Now the live read of b by name fails while b loses its trigger label:
+	// the event and the passes reconcile b, and nothing may go until b can
+	// be read.
+	readsB := func(r *http.Request) bool {
+		return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/deployments/b")
+	}
+	proxy.FailMatching(http.StatusInternalServerError, readsB)
+	failedBefore := proxy.Failed()
+	e.relabel("b", map[string]string{"autox.dev/experiment": "enabled"})
+	testenv.Eventually(t, patience, "failed reads of b", func() (bool, error) { return proxy.Failed() >= failedBefore+3, nil })
+	if r := e.release("b-job"); r == nil || r.Revision != 1 {
+		t.Fatalf("b-job changed while b could not be read: %+v\n%s", r, p.Output()[offset:])
+	}
+	proxy.FailWith(0)
+	// Once b can be read, the confirmed removal goes through.
+	e.waitRelease("b-job", "uninstalled once b can be read", gone)
 	if r := e.release("a-job"); r == nil || r.Revision != 1 {
 		t.Errorf("a-job after the LIST errors: %+v", r)
 	}
