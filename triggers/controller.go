@@ -8,6 +8,7 @@ package triggers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -317,7 +318,11 @@ func (c *Controller) runPass(ctx context.Context) {
 		c.opts.Metrics.setReleases(byStatus)
 	}
 	for _, name := range decide.OrphanSpecs(cfg, recs) {
-		add(name)
+		// A selector spec's records are looked at per object below, and
+		// only what cannot be tied to an object needs the spec's sweep.
+		if spec := cfg.Specs[name]; spec == nil || !spec.Trigger.IsSelector() {
+			add(name)
+		}
 	}
 	bySpec := map[string][]helmops.Record{}
 	for _, r := range recs {
@@ -335,6 +340,12 @@ func (c *Controller) runPass(ctx context.Context) {
 			continue
 		}
 		objects, listed := observed[keyFor(spec.Trigger)]
+		t := spec.Trigger
+		if obs := objects[t.Name]; listed && obs.Found &&
+			len(claims.Claimants(t.Group, t.Resource, decide.Object{Namespace: t.Namespace, Name: t.Name}, obs.Labels)) > 1 {
+			c.noticeOnce(name, add) // in conflict: nothing to do but say so, once
+			continue
+		}
 		if listed && !usesAny(spec, unread) && decide.InSync(name, spec, decide.Object{}, objects[spec.Trigger.Name], bySpec[name], c.chartIDs(spec, cfg.Dir)) {
 			continue
 		}
@@ -363,14 +374,14 @@ func (c *Controller) passSelector(cfg *config.Config, claims *decide.ClaimIndex,
 			listed[decide.Object{Namespace: k.Namespace, Name: n}] = obs
 		}
 	}
-	served := members(cfg, claims, spec, listed)
-	c.rec.members.set(cfg, name, served)
-
 	byObject := map[decide.Object][]helmops.Record{}
+	withReleases := map[decide.Object]bool{}
 	for _, r := range recs {
 		o := decide.Object{Namespace: r.ObjectNamespace, Name: r.ObjectName}
 		byObject[o] = append(byObject[o], r)
+		withReleases[o] = !o.IsZero()
 	}
+	admitted := c.rec.admit(cfg, name, listed, withReleases)
 	ids := c.chartIDs(spec, cfg.Dir)
 	var overLimit, conflicts int
 	for o, obs := range listed {
@@ -383,12 +394,10 @@ func (c *Controller) passSelector(cfg *config.Config, claims *decide.ClaimIndex,
 			c.noticeOnce(key, add)
 			continue
 		}
-		if st, _ := decide.Evaluate(t, obs); st.Wanted() {
-			if admitted, _ := decide.Admitted(served, t.MaxObjects, o); !admitted {
-				overLimit++
-				c.noticeOnce(key, add)
-				continue
-			}
+		if st, _ := decide.Evaluate(t, obs); st.Wanted() && !admitted[o] {
+			overLimit++
+			c.noticeOnce(key, add)
+			continue
 		}
 		forObj, err := spec.ForObject(name, o.Namespace, o.Name)
 		if err == nil && !usesAny(forObj, unread) && decide.InSync(name, forObj, o, obs, objRecs, ids) {
@@ -409,10 +418,10 @@ func (c *Controller) passSelector(cfg *config.Config, claims *decide.ClaimIndex,
 			add(name) // a long name: the sweep finds it in the release's values
 		}
 	}
-	c.opts.Metrics.setObjects(name, len(served)-min(len(served), overLimit), overLimit, conflicts)
+	c.opts.Metrics.setObjects(name, len(admitted), overLimit, conflicts)
 }
 
-// noticeOnce queues an object in conflict or past maxObjects the first time
+// noticeOnce queues a key in conflict or past maxObjects the first time
 // a pass of this term sees it, so that its reconcile records the Event,
 // and not again: a pass stays O(1) in such objects.
 func (c *Controller) noticeOnce(key string, add func(string)) {
@@ -594,6 +603,15 @@ func (c *Controller) ApplyConfig(ctx context.Context, cfg *config.Config) config
 	touched := append(append(append([]string{}, changes.RemovedSpecs...), changes.AddedSpecs...), changes.ChangedSpecs...)
 	for _, r := range changes.RemovedReleaseSpecs {
 		touched = append(touched, r.Spec)
+	}
+	if !slices.Equal(old.Namespaces, cfg.Namespaces) {
+		// A selector spec without a namespace covers every managed one:
+		// objects of a namespace just added are its now.
+		for _, name := range cfg.SpecNames() {
+			if t := cfg.Specs[name].Trigger; t.IsSelector() && t.Namespace == "" {
+				touched = append(touched, name)
+			}
+		}
 	}
 	for _, key := range append(touched, claimNeighbours(old, cfg, touched)...) {
 		c.queue.Add(key)

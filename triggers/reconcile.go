@@ -45,6 +45,9 @@ type ReconcilerOptions struct {
 	Helm     Helm
 	Charts   helmops.ChartSource
 	Triggers Triggers
+	// Inventory lists release records; selector specs need it to admit
+	// objects within maxObjects when no pass has done so yet.
+	Inventory *helmops.Inventory
 	// State holds the config in force (it changes on reload) and the
 	// namespaces garbage collection looks in.
 	State *ConfigState
@@ -65,10 +68,12 @@ type ReconcilerOptions struct {
 type Reconciler struct {
 	opts   ReconcilerOptions
 	charts *chartIdentities
-	// members and claims serve selector specs: the objects each served in
-	// its last listing, and who claims which object under the config in force.
-	members memberships
-	claims  atomic.Pointer[decide.ClaimIndex]
+	// admissions and claims serve selector specs: the objects each serves
+	// within maxObjects, and who claims which object under the config in
+	// force. locks keep a spec's own key apart from its objects' keys.
+	admissions admissions
+	claims     atomic.Pointer[decide.ClaimIndex]
+	locks      specLocks
 }
 
 // NewReconciler returns a Reconciler with everything it needs.
@@ -102,8 +107,7 @@ type observed struct {
 // object of a selector spec (obj not zero). An error means nothing can be
 // decided (the trigger or every namespace unreadable); failures of one
 // release spec are in its ReleaseSpecObservation.
-func (r *Reconciler) observe(ctx context.Context, specName string, obj decide.Object) (*observed, error) {
-	cfg := r.opts.State.Config()
+func (r *Reconciler) observe(ctx context.Context, cfg *config.Config, specName string, obj decide.Object) (*observed, error) {
 	spec := cfg.Specs[specName]
 	if spec != nil && !obj.IsZero() {
 		var err error
@@ -137,15 +141,19 @@ func (r *Reconciler) observe(ctx context.Context, specName string, obj decide.Ob
 		o.Now = r.opts.Now()
 		return o, nil
 	}
-	trig, err := r.opts.Triggers.Get(ctx, spec.Trigger)
-	if err != nil {
-		return nil, err
-	}
-	o.Trigger, o.ref = trig.Trigger, trig.Ref
-	t := spec.Trigger
 	if !obj.IsZero() {
 		o.OutOfScope = !contains(cfg.TriggerNamespaces(cfg.Specs[specName].Trigger), obj.Namespace)
 	}
+	if !o.OutOfScope {
+		// An object out of scope is decided from the config alone: its
+		// namespace may no longer be readable at all.
+		trig, err := r.opts.Triggers.Get(ctx, spec.Trigger)
+		if err != nil {
+			return nil, err
+		}
+		o.Trigger, o.ref = trig.Trigger, trig.Ref
+	}
+	t := spec.Trigger
 	if o.Trigger.Found {
 		// Who else claims this object is judged from its labels as read now.
 		self := obj
@@ -155,7 +163,7 @@ func (r *Reconciler) observe(ctx context.Context, specName string, obj decide.Ob
 		o.Claimants = r.claimIndex(cfg).Claimants(t.Group, t.Resource, self, o.Trigger.Labels)
 	}
 	o.trigger, _ = decide.TriggerOf(o.Observation)
-	if !obj.IsZero() && o.trigger.Wanted() {
+	if !obj.IsZero() && o.trigger.Wanted() && len(o.Current) == 0 {
 		if o.OverLimit, err = r.overLimit(ctx, cfg, specName, obj); err != nil {
 			return nil, err
 		}
@@ -213,11 +221,15 @@ func (r *Reconciler) observeReleaseSpec(ctx context.Context, o *observed, id str
 // only; an error without steps means nothing could be decided (e.g. the
 // trigger read failed).
 func (r *Reconciler) Plan(ctx context.Context, key string) ([]decide.Step, error) {
+	return r.plan(ctx, r.opts.State.Config(), key)
+}
+
+func (r *Reconciler) plan(ctx context.Context, cfg *config.Config, key string) ([]decide.Step, error) {
 	specName, obj := parseKey(key)
-	if spec := r.opts.State.Config().Specs[specName]; obj.IsZero() && spec != nil && spec.Trigger.IsSelector() {
-		return r.planSelector(ctx, specName)
+	if spec := cfg.Specs[specName]; obj.IsZero() && spec != nil && spec.Trigger.IsSelector() {
+		return r.planSelector(ctx, cfg, specName)
 	}
-	o, err := r.observe(ctx, specName, obj)
+	o, err := r.observe(ctx, cfg, specName, obj)
 	if err != nil {
 		return nil, err
 	}
@@ -226,15 +238,15 @@ func (r *Reconciler) Plan(ctx context.Context, key string) ([]decide.Step, error
 
 // planSelector plans every object of a selector spec, and the spec's
 // releases that name no object.
-func (r *Reconciler) planSelector(ctx context.Context, specName string) ([]decide.Step, error) {
-	objs, unattributed, err := r.selectorObjects(ctx, specName)
+func (r *Reconciler) planSelector(ctx context.Context, cfg *config.Config, specName string) ([]decide.Step, error) {
+	objs, unattributed, err := r.selectorObjects(ctx, cfg, specName)
 	if err != nil {
 		return nil, err
 	}
 	steps, err := r.decide(r.unattributed(specName, unattributed))
 	errs := []error{err}
 	for _, o := range objs {
-		s, err := r.Plan(ctx, ObjectKey(specName, o))
+		s, err := r.plan(ctx, cfg, ObjectKey(specName, o))
 		steps = append(steps, s...)
 		errs = append(errs, err)
 	}
@@ -287,30 +299,45 @@ func (r *Reconciler) decide(o *observed) ([]decide.Step, error) {
 func (r *Reconciler) Reconcile(ctx context.Context, key string) (follow []string, err error) {
 	start := time.Now()
 	specName, obj := parseKey(key)
-	spec := r.opts.State.Config().Specs[specName]
+	lock := r.locks.of(specName)
+	if obj.IsZero() {
+		lock.Lock()
+		defer lock.Unlock()
+	} else {
+		lock.RLock()
+		defer lock.RUnlock()
+	}
+	// One read of the config for the whole reconcile: a reload meanwhile
+	// is the next reconcile's.
+	cfg := r.opts.State.Config()
+	spec := cfg.Specs[specName]
 	switch {
 	case !obj.IsZero() && (spec == nil || !spec.Trigger.IsSelector()):
 		// The spec left the config or names one trigger now: its own key
 		// decides about every release it has.
 		return []string{specName}, nil
 	case obj.IsZero() && spec != nil && spec.Trigger.IsSelector():
-		return r.sweep(ctx, specName, start)
+		return r.sweep(ctx, cfg, specName, start)
 	}
-	o, err := r.observe(ctx, specName, obj)
+	o, err := r.observe(ctx, cfg, specName, obj)
 	if err != nil {
 		r.opts.Log.Error().Err(err).Str("spec", specName).Str("object", obj.String()).Msg("cannot decide; nothing changed")
 		r.count(specName, err, start)
 		return nil, err
 	}
-	return nil, r.run(ctx, o, start)
+	err = r.run(ctx, o, start)
+	if !obj.IsZero() && !o.trigger.Wanted() && o.trigger != decide.TriggerConflict {
+		r.admissions.leave(specName, obj)
+	}
+	return nil, err
 }
 
 // sweep reconciles a selector spec as a whole: its releases that name no
 // object are removed, and every object it lists or has releases for is
 // handed back to be reconciled on its own key. A listing that fails
 // decides nothing.
-func (r *Reconciler) sweep(ctx context.Context, specName string, start time.Time) ([]string, error) {
-	objs, unattributed, err := r.selectorObjects(ctx, specName)
+func (r *Reconciler) sweep(ctx context.Context, cfg *config.Config, specName string, start time.Time) ([]string, error) {
+	objs, unattributed, err := r.selectorObjects(ctx, cfg, specName)
 	if err != nil {
 		r.opts.Log.Error().Err(err).Str("spec", specName).Msg("cannot list the objects of a selector spec; nothing changed")
 		r.count(specName, err, start)

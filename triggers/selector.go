@@ -37,38 +37,83 @@ func specOf(key string) string {
 	return spec
 }
 
-// memberships are, per selector spec, the objects it served in its last
-// listing, sorted (decide.SortObjects): what a reconcile of one object
-// admits it by, up to maxObjects, without listing again.
-type memberships struct {
+// admissions are, per selector spec, the objects it serves within
+// maxObjects (decide.Admit) as last computed from a live listing and the
+// release records: what a reconcile of one object admits it by without
+// listing again. A new object takes a free place at once; an object that
+// leaves marks the admission stale, so the next object refused looks again.
+type admissions struct {
 	mu sync.Mutex
-	m  map[string]membership
+	m  map[string]*admission
 }
 
-type membership struct {
-	// cfg is the config the listing was judged under: a new config may
-	// select other objects or set another bound.
-	cfg     *config.Config
-	objects []decide.Object
+type admission struct {
+	// identity is the trigger it was computed for: another selector,
+	// namespaces, labels or bound make it void.
+	identity string
+	admitted map[decide.Object]bool
+	max      int
+	stale    bool
 }
 
-func (ms *memberships) set(cfg *config.Config, spec string, objs []decide.Object) {
-	ms.mu.Lock()
-	defer ms.mu.Unlock()
-	if ms.m == nil {
-		ms.m = map[string]membership{}
+// admissionIdentity names what an admission depends on in a spec's trigger.
+func admissionIdentity(cfg *config.Config, t config.Trigger) string {
+	var b strings.Builder
+	for _, k := range keysFor(cfg, t) {
+		fmt.Fprintf(&b, "%s|%s|%s;", k.GVR, k.Namespace, k.Selector)
 	}
-	ms.m[spec] = membership{cfg: cfg, objects: objs}
+	fmt.Fprintf(&b, "%q|%d", t.Labels, t.MaxObjects)
+	return b.String()
 }
 
-func (ms *memberships) get(cfg *config.Config, spec string) ([]decide.Object, bool) {
-	ms.mu.Lock()
-	defer ms.mu.Unlock()
-	m, ok := ms.m[spec]
-	if !ok || m.cfg != cfg {
-		return nil, false
+func (as *admissions) set(spec, identity string, admitted map[decide.Object]bool, max int) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if as.m == nil {
+		as.m = map[string]*admission{}
 	}
-	return m.objects, true
+	as.m[spec] = &admission{identity: identity, admitted: admitted, max: max}
+}
+
+// admit reports whether o is served: admitted already, or new while there is
+// room, which it then takes. known is false when there is no admission for
+// this identity; stale when a served object left since it was computed.
+func (as *admissions) admit(spec, identity string, o decide.Object) (ok, known, stale bool) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	a := as.m[spec]
+	if a == nil || a.identity != identity {
+		return false, false, false
+	}
+	if a.admitted[o] {
+		return true, true, a.stale
+	}
+	if len(a.admitted) < a.max {
+		a.admitted[o] = true
+		return true, true, a.stale
+	}
+	return false, true, a.stale
+}
+
+// leave gives up the place of an object that is no longer served.
+func (as *admissions) leave(spec string, o decide.Object) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if a := as.m[spec]; a != nil && a.admitted[o] {
+		delete(a.admitted, o)
+		a.stale = true
+	}
+}
+
+// specLocks keep the keys of one spec apart: the reconciles of its objects
+// may run together (each object's key is reconciled by one worker at a
+// time), but not beside one of the spec's own key (a named or removed
+// spec's reconcile, a sweep), which may act on any of the spec's releases.
+type specLocks struct{ m sync.Map } // spec name -> *sync.RWMutex
+
+func (l *specLocks) of(spec string) *sync.RWMutex {
+	v, _ := l.m.LoadOrStore(spec, &sync.RWMutex{})
+	return v.(*sync.RWMutex)
 }
 
 // claimIndex returns the claim index of cfg, built once per config.
@@ -81,10 +126,10 @@ func (r *Reconciler) claimIndex(cfg *config.Config) *decide.ClaimIndex {
 	return idx
 }
 
-// members turns one live listing of a selector spec's objects into the
-// objects it serves: those it selects with every trigger label set, and
-// that no other spec claims, sorted.
-func members(cfg *config.Config, idx *decide.ClaimIndex, spec *config.Spec, listed map[decide.Object]decide.Trigger) []decide.Object {
+// wantedObjects turns one live listing of a selector spec's objects into
+// those it wants: selected with every trigger label set, and claimed by no
+// other spec.
+func wantedObjects(idx *decide.ClaimIndex, spec *config.Spec, listed map[decide.Object]decide.Trigger) []decide.Object {
 	t := spec.Trigger
 	var out []decide.Object
 	for o, obs := range listed {
@@ -96,8 +141,31 @@ func members(cfg *config.Config, idx *decide.ClaimIndex, spec *config.Spec, list
 		}
 		out = append(out, o)
 	}
-	decide.SortObjects(out)
 	return out
+}
+
+// recordObjects are the objects (in their label form, see
+// decide.ObjectLabel) that a spec's release records name.
+func recordObjects(recs []helmops.Record, spec string) map[decide.Object]bool {
+	out := map[decide.Object]bool{}
+	for _, r := range recs {
+		if r.Spec == spec && r.ObjectName != "" {
+			out[decide.Object{Namespace: r.ObjectNamespace, Name: r.ObjectName}] = true
+		}
+	}
+	return out
+}
+
+// admit computes and keeps a selector spec's admission from a listing and
+// the objects its records name.
+func (r *Reconciler) admit(cfg *config.Config, specName string, listed map[decide.Object]decide.Trigger, withReleases map[decide.Object]bool) map[decide.Object]bool {
+	spec := cfg.Specs[specName]
+	has := func(o decide.Object) bool {
+		return withReleases[decide.Object{Namespace: o.Namespace, Name: decide.ObjectLabel(o.Name)}]
+	}
+	admitted := decide.Admit(wantedObjects(r.claimIndex(cfg), spec, listed), has, spec.Trigger.MaxObjects)
+	r.admissions.set(specName, admissionIdentity(cfg, spec.Trigger), admitted, spec.Trigger.MaxObjects)
+	return admitted
 }
 
 // listObjects lists a selector spec's objects live: one LIST per namespace
@@ -121,30 +189,31 @@ func (r *Reconciler) listObjects(ctx context.Context, cfg *config.Config, spec *
 	return out, nil
 }
 
-// overLimit tells whether a wanted object is past its spec's maxObjects.
-// The last listing admits it when it is among the first maxObjects there;
-// otherwise (not listed yet, or past the bound in a listing that may be
-// old) the objects are listed again, and only that fresh listing can put
-// it past the bound.
+// overLimit tells whether a wanted object without releases is past its
+// spec's maxObjects (an object with releases never is: the bound never
+// takes them away). The last admission answers; without one, or when it
+// refuses the object after a served object left, the objects and the
+// release records are listed again, and that fresh admission answers.
 func (r *Reconciler) overLimit(ctx context.Context, cfg *config.Config, specName string, obj decide.Object) (bool, error) {
 	spec := cfg.Specs[specName]
-	max := spec.Trigger.MaxObjects
-	if objs, ok := r.members.get(cfg, specName); ok {
-		if admitted, member := decide.Admitted(objs, max, obj); member && admitted {
-			return false, nil
-		}
+	id := admissionIdentity(cfg, spec.Trigger)
+	if ok, known, stale := r.admissions.admit(specName, id, obj); known && (ok || !stale) {
+		return !ok, nil
+	}
+	if r.opts.Inventory == nil {
+		return false, fmt.Errorf("cannot tell whether %s is within maxObjects of spec %s: no release inventory", obj, specName)
 	}
 	listed, err := r.listObjects(ctx, cfg, spec)
 	if err != nil {
 		return false, fmt.Errorf("cannot tell whether %s is within maxObjects of spec %s: %w", obj, specName, err)
 	}
-	objs := members(cfg, r.claimIndex(cfg), spec, listed)
-	r.members.set(cfg, specName, objs)
-	admitted, member := decide.Admitted(objs, max, obj)
-	if !member {
-		return false, fmt.Errorf("object %s of spec %s changed between its read and the listing that followed; trying again", obj, specName)
+	recs, err := r.opts.Inventory.Managed(ctx, r.opts.State.GCNamespaces())
+	if err != nil {
+		return false, fmt.Errorf("cannot tell whether %s is within maxObjects of spec %s: %w", obj, specName, err)
 	}
-	return !admitted, nil
+	r.admit(cfg, specName, listed, recordObjects(recs, specName))
+	ok, _, _ := r.admissions.admit(specName, id, obj)
+	return !ok, nil
 }
 
 // selectorObjects are the objects a sweep or a plan of a selector spec
@@ -152,15 +221,13 @@ func (r *Reconciler) overLimit(ctx context.Context, cfg *config.Config, specName
 // its releases names (a deleted object's releases are found this way; its
 // own reconcile confirms the deletion by name). Releases of the spec that
 // name no object were made before it had a selector: they are returned as
-// unattributed. The listing also renews the spec's membership.
-func (r *Reconciler) selectorObjects(ctx context.Context, specName string) (objs []decide.Object, unattributed []*helmops.Release, err error) {
-	cfg := r.opts.State.Config()
+// unattributed.
+func (r *Reconciler) selectorObjects(ctx context.Context, cfg *config.Config, specName string) (objs []decide.Object, unattributed []*helmops.Release, err error) {
 	spec := cfg.Specs[specName]
 	listed, err := r.listObjects(ctx, cfg, spec)
 	if err != nil {
 		return nil, nil, err
 	}
-	r.members.set(cfg, specName, members(cfg, r.claimIndex(cfg), spec, listed))
 	// Releases in a namespace that cannot be read are not seen: their
 	// objects' own reconciles report that namespace, and nothing there is
 	// taken for absent.
@@ -168,6 +235,13 @@ func (r *Reconciler) selectorObjects(ctx context.Context, specName string) (objs
 	if err != nil && helmops.FailedNamespaces(err) == nil {
 		return nil, nil, fmt.Errorf("cannot read releases of spec %s: %w", specName, err)
 	}
+	withReleases := map[decide.Object]bool{}
+	for _, rel := range rels {
+		if rel.ObjectName != "" {
+			withReleases[decide.Object{Namespace: rel.ObjectNamespace, Name: rel.ObjectName}] = true
+		}
+	}
+	r.admit(cfg, specName, listed, withReleases)
 	seen := map[decide.Object]bool{}
 	for o := range listed {
 		seen[o] = true

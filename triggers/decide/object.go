@@ -60,15 +60,30 @@ func (o Object) Labelled(namespace, name string) bool {
 	return namespace == o.Namespace && name == ObjectLabel(o.Name)
 }
 
-// Admitted reports whether o is among the first max of members, the objects
-// a selector spec wants in namespace/name order (see SortObjects); ok is
-// false when o is not a member at all.
-func Admitted(members []Object, max int, o Object) (admitted, ok bool) {
-	i := sort.Search(len(members), func(i int) bool { return !objectLess(members[i], o) })
-	if i == len(members) || members[i] != o {
-		return false, false
+// Admit returns the objects a selector spec serves within its bound max,
+// from wanted, the objects it selects with every trigger label set and no
+// other claimant: every one that has releases already (the bound never takes
+// releases away, so a lowered bound or a new object earlier in the order
+// changes nothing for them), then those without, in namespace/name order,
+// while fewer than max are served.
+func Admit(wanted []Object, hasReleases func(Object) bool, max int) map[Object]bool {
+	admitted := map[Object]bool{}
+	var rest []Object
+	for _, o := range wanted {
+		if hasReleases(o) {
+			admitted[o] = true
+		} else {
+			rest = append(rest, o)
+		}
 	}
-	return i < max, true
+	SortObjects(rest)
+	for _, o := range rest {
+		if len(admitted) >= max {
+			break
+		}
+		admitted[o] = true
+	}
+	return admitted
 }
 
 // SortObjects sorts objects by namespace, then name: the order in which a

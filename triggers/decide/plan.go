@@ -31,7 +31,8 @@ type Observation struct {
 	// upgraded or removed for it.
 	Claimants []string
 	// OutOfScope says the object is in a namespace its selector spec no
-	// longer covers: it is not selected, whatever its labels.
+	// longer covers: it is not selected, whatever its labels; the config
+	// says so, so the object is not read.
 	OutOfScope bool
 	// OverLimit says the object is past its selector spec's maxObjects in
 	// the last listing: it gets nothing new and keeps what it has.
@@ -241,7 +242,8 @@ func TriggerOf(o Observation) (TriggerState, string) {
 	if o.Config == nil {
 		return TriggerSpecRemoved, "spec removed from config"
 	}
-	if o.Trigger.Found && o.OutOfScope {
+	if o.OutOfScope {
+		// Decided from the config alone: the object need not be readable.
 		return TriggerUnlabelled, "object is in a namespace the selector no longer covers"
 	}
 	state, reason := Evaluate(o.Config.Trigger, o.Trigger)
@@ -255,13 +257,10 @@ func claimed(o Observation, state TriggerState, reason string) (TriggerState, st
 	if !o.Trigger.Found {
 		return state, reason
 	}
-	var others []string
-	for _, c := range o.Claimants {
-		if c != o.Spec {
-			others = append(others, c)
-		}
-	}
-	if len(others) > 0 {
+	// A conflict needs this spec among the claimants: an object this spec
+	// no longer selects is simply not its object any more, whoever else
+	// claims it.
+	if len(o.Claimants) > 1 && contains(o.Claimants, o.Spec) {
 		return TriggerConflict, fmt.Sprintf("trigger object is claimed by specs %s: one object may serve one spec only; autox installs, upgrades and removes nothing for it until one spec lets it go",
 			strings.Join(o.Claimants, ", "))
 	}

@@ -108,19 +108,25 @@ func TestClaimants(t *testing.T) {
 	}
 }
 
-func TestAdmitted(t *testing.T) {
-	objs := []Object{{"ns", "c"}, {"other", "a"}, {"ns", "a"}}
-	SortObjects(objs)
-	for _, tc := range []struct {
-		o                Object
-		admitted, member bool
-	}{
-		{Object{"ns", "a"}, true, true}, {Object{"ns", "c"}, true, true}, {Object{"other", "a"}, false, true}, {Object{"ns", "b"}, false, false},
-	} {
-		admitted, member := Admitted(objs, 2, tc.o)
-		if admitted != tc.admitted || member != tc.member {
-			t.Errorf("Admitted(%s) = %v, %v; want %v, %v", tc.o, admitted, member, tc.admitted, tc.member)
-		}
+func TestAdmit(t *testing.T) {
+	objs := []Object{{"ns", "c"}, {"other", "a"}, {"ns", "a"}, {"ns", "b"}}
+	none := func(Object) bool { return false }
+	got := Admit(objs, none, 2)
+	if len(got) != 2 || !got[Object{"ns", "a"}] || !got[Object{"ns", "b"}] {
+		t.Errorf("Admit without releases = %v, want ns/a and ns/b (namespace/name order)", got)
+	}
+	// ns/c and other/a have releases: they stay served, and take the room.
+	served := func(o Object) bool { return o == Object{"ns", "c"} || o == Object{"other", "a"} }
+	got = Admit(objs, served, 2)
+	if len(got) != 2 || !got[Object{"ns", "c"}] || !got[Object{"other", "a"}] {
+		t.Errorf("Admit with two served = %v, want the served ones only", got)
+	}
+	// A lowered bound takes nothing away.
+	if got = Admit(objs, served, 1); len(got) != 2 {
+		t.Errorf("Admit with a bound under the served = %v, want both served kept", got)
+	}
+	if got = Admit(objs, served, 3); len(got) != 3 || !got[Object{"ns", "a"}] {
+		t.Errorf("Admit with room for one more = %v, want ns/a added", got)
 	}
 }
 
@@ -237,6 +243,16 @@ func TestPlanConflict(t *testing.T) {
 	res = Plan(named)
 	if res.Trigger != TriggerConflict || res.Steps[0].Action != ActionConflict || res.Steps[0].Object != "" {
 		t.Errorf("named spec on a selected object: %s %+v", res.Trigger, res.Steps)
+	}
+	// No longer selected by exp, still named by web: not exp's object any
+	// more, so its releases go; web's claim is no conflict for exp.
+	unselected := Trigger{Found: true, Labels: labels()}
+	o := objectObservation(t, cfg, web, unselected, rel)
+	if len(o.Claimants) != 1 || o.Claimants[0] != "web" {
+		t.Fatalf("claimants = %v", o.Claimants)
+	}
+	if res := Plan(o); res.Trigger == TriggerConflict || res.Steps[0].Action != ActionUninstall {
+		t.Errorf("object that left exp's selector: %s %+v, want uninstall", res.Trigger, res.Steps)
 	}
 	// Deleted: a conflict needs an object; its releases go.
 	res = Plan(objectObservation(t, cfg, web, Trigger{}, rel))
