@@ -80,7 +80,7 @@ func TestSelectorObjectsComeAndGo(t *testing.T) {
 	e := newEnv(t)
 	e.deployment("a", selected("1"))
 	e.deployment("b", map[string]string{"autox.dev/experiment": "enabled"}) // selected, no trigger label
-	e.deployment("c", version("1"))                                           // not selected
+	e.deployment("c", version("1"))                                         // not selected
 	p := e.run(e.writeConfig(selectorConfig))
 
 	rel := e.waitRelease("a-job", "installed for object a", deployedAt(1))

@@ -40,8 +40,8 @@ type Proxy struct {
 	failed     atomic.Int64
 	// failOnly, when set, limits the failures to the requests it matches;
 	// the others are forwarded by forward, with the cluster's credentials.
-	failOnly atomic.Pointer[func(*http.Request) bool]
-	forward  http.Handler
+	failOnly   atomic.Pointer[func(*http.Request) bool]
+	forward    http.Handler
 	failing    *connListener
 	failServer *http.Server
 	failDone   chan struct{}

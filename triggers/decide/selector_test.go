@@ -139,7 +139,7 @@ func objectObservation(t *testing.T, cfg *config.Config, obj Object, trig Trigge
 	}
 	o := Observation{Spec: "exp", Config: spec, Object: obj, Instance: "autox", Trigger: trig, Current: current,
 		ReleaseSpecs: map[string]ReleaseSpecObservation{"job": {Chart: ChartID{"hello", "1.0.0"}}},
-		Now: planNow, StaleAfter: planNow.Sub(planNow.Add(-300e9))}
+		Now:          planNow, StaleAfter: planNow.Sub(planNow.Add(-300e9))}
 	if trig.Found {
 		o.Claimants = NewClaimIndex(cfg).Claimants("apps", "deployments", obj, trig.Labels)
 	}
