@@ -224,7 +224,8 @@ specs:
 
 // TestSelectorMaxObjects: past maxObjects, objects in namespace/name order
 // get nothing, with a warning Event and the over_limit metric; when one
-// before them goes, the next one is served.
+// before them goes, the next one is served; a new object earlier in the
+// order takes nothing from those served.
 func TestSelectorMaxObjects(t *testing.T) {
 	e := newEnv(t)
 	for _, n := range []string{"o1", "o2", "o3", "o4"} {
@@ -249,10 +250,21 @@ func TestSelectorMaxObjects(t *testing.T) {
 	e.deleteDeployment("o1")
 	e.waitRelease("o1-job", "uninstalled", gone)
 	e.waitRelease("o3-job", "installed once o1 left room", deployedAt(1))
+	// o0 comes first in name order, but o2 and o3 are served and keep
+	// their releases: o0 gets nothing.
+	e.deployment("o0", selected("1"))
+	e.waitEvent("o0", "TriggerOverLimit")
 	offset := len(p.Output())
 	e.waitPasses(p, offset, 2)
-	if r := e.release("o4-job"); r != nil {
-		t.Errorf("o4-job installed past maxObjects")
+	for _, n := range []string{"o0-job", "o4-job"} {
+		if r := e.release(n); r != nil {
+			t.Errorf("%s installed past maxObjects", n)
+		}
+	}
+	for _, n := range []string{"o2-job", "o3-job"} {
+		if r := e.release(n); r == nil || r.Revision != 1 {
+			t.Errorf("%s disturbed by an object earlier in the order: %+v", n, r)
+		}
 	}
 	p.Stop(patience)
 }
