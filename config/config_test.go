@@ -102,7 +102,7 @@ func TestInvalid(t *testing.T) {
 		{"namespace twice", strings.Replace(base, "[default, exp]", "[default, default]", 1), []string{"namespaces[1]: namespace \"default\" is listed twice"}},
 		{"bad namespace", strings.Replace(base, "[default, exp]", "[default, Exp_1]", 1), []string{"namespaces[1]: must be a DNS-1123 label"}},
 		{"trigger fields required", strings.Replace(base, "{group: apps, version: v1, resource: deployments, name: a, namespace: default}", "{group: apps}", 1),
-			[]string{"specs.a.trigger.version: required", "specs.a.trigger.resource: required", "specs.a.trigger.name: required", "specs.a.trigger.namespace: required"}},
+			[]string{"specs.a.trigger.version: required", "specs.a.trigger.resource: required", "specs.a.trigger: required: `name` of the trigger object, or `selector`", "specs.a.trigger.namespace: required"}},
 		{"spec name", strings.Replace(base, "  a:\n", "  A_b:\n", 1), []string{"specs.A_b: spec name must be a DNS-1123 label"}},
 		{"release name too long", strings.Replace(base, "{chart: {path: charts/x}}", "{chart: {path: charts/x}, releaseName: "+strings.Repeat("r", 54)+"}", 1),
 			[]string{"specs.a.releaseSpecs.x.releaseName: ", "at most 53 characters"}},
@@ -172,25 +172,30 @@ func TestInvalid(t *testing.T) {
 			[]string{"namespaces: has no value", "specs.a.trigger: has no value", "specs.a.releaseSpecs.x: has no value", "specs.b: has no value"}},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.yaml), "/cfg")
-			var cerr *Error
-			if !errors.As(err, &cerr) {
-				t.Fatalf("want *config.Error, got %v", err)
+		t.Run(tc.name, func(t *testing.T) { wantProblems(t, tc.yaml, tc.want) })
+	}
+}
+
+// wantProblems parses yaml, which must be invalid, and checks that each of
+// want is a substring of one problem line.
+func wantProblems(t *testing.T, yaml string, want []string) {
+	t.Helper()
+	_, err := Parse([]byte(yaml), "/cfg")
+	var cerr *Error
+	if !errors.As(err, &cerr) {
+		t.Fatalf("want *config.Error, got %v", err)
+	}
+	lines := cerr.Lines()
+	for _, w := range want {
+		found := false
+		for _, l := range lines {
+			if strings.Contains(l, w) {
+				found = true
 			}
-			lines := cerr.Lines()
-			for _, w := range tc.want {
-				found := false
-				for _, l := range lines {
-					if strings.Contains(l, w) {
-						found = true
-					}
-				}
-				if !found {
-					t.Errorf("no line contains %q; lines:\n%s", w, strings.Join(lines, "\n"))
-				}
-			}
-		})
+		}
+		if !found {
+			t.Errorf("no line contains %q; lines:\n%s", w, strings.Join(lines, "\n"))
+		}
 	}
 }
 

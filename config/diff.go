@@ -45,7 +45,7 @@ func Diff(old, new *Config) Changes {
 				ch.RemovedReleaseSpecs = append(ch.RemovedReleaseSpecs, ReleaseSpecRef{Spec: name, ID: id})
 			}
 		}
-		if !reflect.DeepEqual(os, ns) {
+		if !sameSpec(os, ns) {
 			ch.ChangedSpecs = append(ch.ChangedSpecs, name)
 		}
 	}
@@ -55,4 +55,16 @@ func Diff(old, new *Config) Changes {
 		}
 	}
 	return ch
+}
+
+// sameSpec compares two specs as the user wrote them (after defaulting): the
+// parsed selector cache is left out, since it is derived from Selector and
+// would make a loaded spec differ from an equal one built another way.
+func sameSpec(a, b *Spec) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	x, y := *a, *b
+	x.Trigger.selector, y.Trigger.selector = nil, nil
+	return reflect.DeepEqual(x, y)
 }

@@ -23,6 +23,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(base))
 	f.Add([]byte("namespaces: [default]\nspecs: {}\n"))
 	f.Add([]byte("specs: {a: {trigger: {name: on}}}\n"))
+	f.Add([]byte(selBase))
+	f.Add([]byte(strings.Replace(selBase, "x: {chart: {path: charts/x}}", `x: {chart: {path: charts/x}, releaseName: "{{.Name}}-{{printf \"%.3s\" .Namespace}}"}`, 1)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(data, "/cfg")
 		if err != nil {
@@ -49,6 +51,19 @@ func FuzzParse(f *testing.F) {
 		}
 		if d := Diff(cfg, cfg); !d.Empty() {
 			t.Fatalf("Diff(cfg, cfg) = %+v", d)
+		}
+		// Validation rendered every selector spec's names for the sample
+		// object in each of its namespaces; the run time must get the same.
+		for _, name := range cfg.SpecNames() {
+			spec := cfg.Specs[name]
+			if !spec.Trigger.IsSelector() {
+				continue
+			}
+			for _, ns := range cfg.TriggerNamespaces(spec.Trigger) {
+				if _, err := spec.ForObject(name, ns, sampleObject); err != nil {
+					t.Fatalf("valid selector spec %q, namespace %q: %v", name, ns, err)
+				}
+			}
 		}
 	})
 }

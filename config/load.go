@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	yamlv2 "go.yaml.in/yaml/v2"
@@ -187,24 +188,38 @@ var rawMapType = reflect.TypeOf(map[string]interface{}{})
 // values, and an optional string with a default (group, releaseName,
 // namespace, onChange) gets its default.
 var noValue = map[string]string{
-	"namespaces":                           "list the namespaces autox manages releases in, e.g. `namespaces: [default]`",
-	"namespaces[]":                         "write a namespace name, or remove the empty list item",
-	"specs":                                "write the specs as a map, or `specs: {}` for no releases",
-	"specs.*":                              "write the spec as a map with `trigger` and `releaseSpecs`, or remove it",
-	"specs.*.trigger":                      "write the trigger object as a map with `version`, `resource`, `name` and `namespace`",
-	"specs.*.trigger.version":              "write the API version, e.g. `version: v1`",
-	"specs.*.trigger.resource":             "write the plural resource name, e.g. `resource: deployments`",
-	"specs.*.trigger.name":                 "write the trigger object's name",
-	"specs.*.trigger.namespace":            "write the trigger object's namespace",
-	"specs.*.trigger.labels":               "write a list of label keys, `labels: []` if the object's existence is enough, or omit the key for the default [" + DefaultTriggerLabel + "]",
-	"specs.*.trigger.labels[]":             "write a label key, or remove the empty list item",
-	"specs.*.releaseSpecs":                 "write the release specs as a map from id to release spec",
-	"specs.*.releaseSpecs.*":               "write the release spec as a map with at least `chart`, or remove it",
-	"specs.*.releaseSpecs.*.chart":         "write `path` (a chart directory or .tgz relative to the config file), or `repo` with `name` and `version`",
-	"specs.*.releaseSpecs.*.chart.repo":    "write an http(s):// or oci:// URL, or remove the key and use `path`",
-	"specs.*.releaseSpecs.*.chart.name":    "write the chart's name in its repository",
-	"specs.*.releaseSpecs.*.chart.version": "write the exact chart version, quoted if it looks like a number (e.g. \"1.10\")",
-	"specs.*.releaseSpecs.*.chart.path":    "write a chart directory or .tgz relative to the config file, or remove the key and use `repo`",
+	"namespaces":                                      "list the namespaces autox manages releases in, e.g. `namespaces: [default]`",
+	"namespaces[]":                                    "write a namespace name, or remove the empty list item",
+	"specs":                                           "write the specs as a map, or `specs: {}` for no releases",
+	"specs.*":                                         "write the spec as a map with `trigger` and `releaseSpecs`, or remove it",
+	"specs.*.trigger":                                 "write the trigger object as a map with `version`, `resource`, `name` and `namespace` (or a `selector` instead of `name`, for every matching object)",
+	"specs.*.trigger.version":                         "write the API version, e.g. `version: v1`",
+	"specs.*.trigger.resource":                        "write the plural resource name, e.g. `resource: deployments`",
+	"specs.*.trigger.name":                            "write the trigger object's name",
+	"specs.*.trigger.namespace":                       "write the trigger object's namespace (a selector trigger may omit the key: every managed namespace)",
+	"specs.*.trigger.selector":                        "write `matchLabels` and/or `matchExpressions`, or remove the key and use `name`",
+	"specs.*.trigger.selector.matchLabels.*":          "write the label value, quoted (\"\" for an empty one)",
+	"specs.*.trigger.selector.matchExpressions[]":     "write a map with `key`, `operator` and (for In and NotIn) `values`, or remove the empty list item",
+	"specs.*.trigger.selector.matchExpressions[].key": "write a label key",
+	"specs.*.trigger.selector.matchExpressions[].operator": "write In, NotIn, Exists or DoesNotExist",
+	"specs.*.trigger.selector.matchExpressions[].values[]": "write a label value, quoted (\"\" for an empty one), or remove the empty list item",
+	"specs.*.trigger.labels":                               "write a list of label keys, `labels: []` if the object's existence is enough, or omit the key for the default [" + DefaultTriggerLabel + "]",
+	"specs.*.trigger.labels[]":                             "write a label key, or remove the empty list item",
+	"specs.*.releaseSpecs":                                 "write the release specs as a map from id to release spec",
+	"specs.*.releaseSpecs.*":                               "write the release spec as a map with at least `chart`, or remove it",
+	"specs.*.releaseSpecs.*.chart":                         "write `path` (a chart directory or .tgz relative to the config file), or `repo` with `name` and `version`",
+	"specs.*.releaseSpecs.*.chart.repo":                    "write an http(s):// or oci:// URL, or remove the key and use `path`",
+	"specs.*.releaseSpecs.*.chart.name":                    "write the chart's name in its repository",
+	"specs.*.releaseSpecs.*.chart.version":                 "write the exact chart version, quoted if it looks like a number (e.g. \"1.10\")",
+	"specs.*.releaseSpecs.*.chart.path":                    "write a chart directory or .tgz relative to the config file, or remove the key and use `repo`",
+}
+
+// positive lists the integer places whose value must be at least 1. A 0
+// written out is reported here, because after decoding it cannot be told from
+// an omitted key, which gets the default.
+var positive = map[string]string{
+	"specs.*.maxObjects":         "omit it for the default " + strconv.Itoa(DefaultMaxObjects),
+	"specs.*.trigger.maxObjects": "omit it for the default " + strconv.Itoa(DefaultMaxObjects),
 }
 
 // location is where checkShape stands in the tree: the YAML path that a
@@ -286,6 +301,20 @@ func checkShape(node interface{}, typ reflect.Type, at location, problems *[]Pro
 		}
 		for i, v := range l {
 			checkShape(v, typ.Elem(), at.item(i), problems)
+		}
+	case reflect.Int:
+		num, ok := node.(json.Number)
+		if !ok {
+			add(fmt.Sprintf("must be a whole number, got %s", describe(node)))
+			return
+		}
+		n, err := strconv.ParseInt(string(num), 10, strconv.IntSize)
+		if err != nil {
+			add(fmt.Sprintf("must be a whole number such as 100, got %s", num))
+			return
+		}
+		if hint, ok := positive[at.place]; ok && n < 1 {
+			add(fmt.Sprintf("must be at least 1, got %d; %s", n, hint))
 		}
 	case reflect.String:
 		switch v := node.(type) {

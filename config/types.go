@@ -4,8 +4,23 @@
 // valid, so the rest of autox never re-checks it.
 package config
 
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
 // DefaultTriggerLabel is the label a trigger must carry when the spec names none.
 const DefaultTriggerLabel = "app.kubernetes.io/version"
+
+// DefaultMaxObjects bounds the objects one selector spec serves when the spec
+// sets no maxObjects: a selector that matches far more than intended must not
+// install a release set for every object of a cluster.
+const DefaultMaxObjects = 100
+
+// DefaultSelectorReleaseName is the releaseName template of a selector spec's
+// release specs that set none. It must name the object, since every matching
+// object gets its own releases.
+const DefaultSelectorReleaseName = "{{.Name}}-{{.ReleaseSpec}}"
 
 // Values of ReleaseSpec.OnChange.
 const (
@@ -28,31 +43,55 @@ type Config struct {
 	Dir string `json:"-"`
 }
 
-// Spec ties one trigger object to the releases that run while it is wanted.
+// Spec ties one trigger object, or every object a selector matches, to the
+// releases that run while it is wanted.
 type Spec struct {
 	Trigger      Trigger                 `json:"trigger"`
 	ReleaseSpecs map[string]*ReleaseSpec `json:"releaseSpecs"`
+	// MaxObjects is an accepted alias of Trigger.MaxObjects, because the bound
+	// reads as a property of the spec as much as of its trigger. Load moves it
+	// to Trigger.MaxObjects and leaves this 0, so there is one place to read.
+	MaxObjects int `json:"maxObjects,omitempty"`
 }
 
-// Trigger names one Kubernetes object by group, version, resource, namespace and name.
+// Trigger names the Kubernetes objects whose labels decide a spec's releases:
+// one object by name, or every object a label selector matches.
 type Trigger struct {
-	Group     string `json:"group,omitempty"`
-	Version   string `json:"version"`
-	Resource  string `json:"resource"`
-	Name      string `json:"name"`
-	Namespace string `json:"namespace"`
+	Group    string `json:"group,omitempty"`
+	Version  string `json:"version"`
+	Resource string `json:"resource"`
+	// Name is the one trigger object of a named trigger. Exactly one of Name
+	// and Selector is set in a config; ForObject sets both.
+	Name string `json:"name,omitempty"`
+	// Namespace is the trigger object's namespace. A selector trigger may omit
+	// it: then it matches objects in every managed namespace.
+	Namespace string `json:"namespace,omitempty"`
+	// Selector makes a selector trigger: every object it matches gets its own
+	// releases. Never empty in a valid config (it would match everything).
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	// MaxObjects bounds the objects a selector spec serves; defaulted to
+	// DefaultMaxObjects for a selector trigger, 0 for a named one.
+	MaxObjects int `json:"maxObjects,omitempty"`
 	// Labels must all be present and non-empty on the object for its releases
 	// to be wanted. Omitted means [DefaultTriggerLabel]; an explicit empty list
 	// means the object's existence is enough.
 	Labels []string `json:"labels,omitempty"`
+
+	// selector is Selector parsed once by validation, so that Matches neither
+	// parses per object nor fails. Diff ignores it: it is derived from Selector.
+	selector labels.Selector
 }
 
 // ReleaseSpec is one Helm chart with values, run while its spec's trigger is wanted.
 type ReleaseSpec struct {
-	Chart       Chart  `json:"chart"`
+	Chart Chart `json:"chart"`
+	// ReleaseName is the Helm release name; in a selector spec it is a
+	// template that RenderReleaseName renders per object (see ForObject).
 	ReleaseName string `json:"releaseName,omitempty"`
-	Namespace   string `json:"namespace,omitempty"`
-	OnChange    string `json:"onChange,omitempty"`
+	// Namespace is the release's namespace. In a selector spec without a
+	// trigger namespace it may stay "": each object's namespace, by ForObject.
+	Namespace string `json:"namespace,omitempty"`
+	OnChange  string `json:"onChange,omitempty"`
 	// Values are the user's chart values; they may hold secrets and are never logged.
 	Values map[string]interface{} `json:"values,omitempty"`
 }

@@ -48,6 +48,11 @@ const (
 	// LabelInstance names the autox installation that owns the release, so
 	// that two installations can manage the same namespace.
 	LabelInstance = "autox.dev/instance"
+	// LabelObject and LabelObjectNamespace name the trigger object a
+	// selector spec's release serves (decide.ObjectLabel: the name, or a
+	// long name's prefix and hash). A named spec's releases have neither.
+	LabelObject          = "autox.dev/object"
+	LabelObjectNamespace = "autox.dev/object-namespace"
 	// LabelDigest is a digest of the chart name, version and values autox
 	// installed; with LabelRevision it lets a pass tell from record metadata
 	// alone that a release needs nothing (see triggers.InSync).
@@ -281,10 +286,26 @@ func withoutRecords(args []interface{}) []interface{} {
 // and Lookup shows whose it is. Every namespace is read; when some cannot be,
 // the others' releases are returned with a *NamespacesError.
 func (m *Manager) SpecReleases(ctx context.Context, namespaces []string, spec string) ([]*Release, error) {
+	return m.specReleases(ctx, namespaces, map[string]string{LabelSpec: spec})
+}
+
+// ObjectReleases is SpecReleases narrowed to the releases a selector spec
+// made for one object: those whose newest revision names it in its object
+// labels. A reconcile of one object reads no other object's releases.
+func (m *Manager) ObjectReleases(ctx context.Context, namespaces []string, spec string, obj decide.Object) ([]*Release, error) {
+	return m.specReleases(ctx, namespaces, map[string]string{LabelSpec: spec,
+		LabelObjectNamespace: obj.Namespace, LabelObject: decide.ObjectLabel(obj.Name)})
+}
+
+func (m *Manager) specReleases(ctx context.Context, namespaces []string, match map[string]string) ([]*Release, error) {
 	return eachNamespace(ctx, namespaces, func(ns string) ([]*Release, error) {
 		// The drivers' Query matches label equality only; the release-spec
 		// label and the instance are checked on the newest revision.
-		groups, err := m.query(ns, map[string]string{LabelSpec: spec})
+		q := make(map[string]string, len(match)+1)
+		for k, v := range match {
+			q[k] = v
+		}
+		groups, err := m.query(ns, q)
 		if err != nil {
 			return nil, err
 		}
@@ -318,8 +339,10 @@ func (m *Manager) Lookup(ctx context.Context, namespace, name string) (*Release,
 type Desired struct {
 	Spec        string
 	ReleaseSpec string
-	Name        string
-	Namespace   string
+	// Object is the selector spec's object the release serves; zero for a named spec.
+	Object    decide.Object
+	Name      string
+	Namespace string
 	// Chart must be freshly loaded for this operation (see ChartSource).
 	Chart  *chart.Chart
 	Values map[string]interface{}
@@ -336,6 +359,10 @@ type Desired struct {
 // labels are the Helm release labels an operation of m writes for d.
 func (m *Manager) labels(d Desired, revision int) map[string]string {
 	l := map[string]string{LabelSpec: d.Spec, LabelReleaseSpec: d.ReleaseSpec, LabelInstance: m.opts.Instance}
+	if !d.Object.IsZero() {
+		l[LabelObjectNamespace] = d.Object.Namespace
+		l[LabelObject] = decide.ObjectLabel(d.Object.Name)
+	}
 	if d.Digest != "" {
 		l[LabelDigest] = d.Digest
 		l[LabelRevision] = strconv.Itoa(revision)

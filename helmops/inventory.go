@@ -86,6 +86,7 @@ func (inv *Inventory) namespace(ctx context.Context, ns string) ([]Record, error
 		autoxRev, _ := strconv.Atoi(l[LabelRevision])
 		out = append(out, Record{
 			Name: name, Namespace: ns, Spec: l[LabelSpec], ReleaseSpec: l[LabelReleaseSpec], Instance: inv.instance,
+			ObjectNamespace: l[LabelObjectNamespace], ObjectName: l[LabelObject],
 			Revision: r.number, Status: l["status"], Digest: l[LabelDigest], AutoxRevision: autoxRev,
 		})
 	}

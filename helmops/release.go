@@ -68,13 +68,15 @@ func summarise(revs []*release.Release) *Release {
 	sort.Slice(revs, func(i, j int) bool { return revs[i].Version < revs[j].Version })
 	last := revs[len(revs)-1]
 	r := &Release{
-		Name:        last.Name,
-		Namespace:   last.Namespace,
-		Spec:        last.Labels[LabelSpec],
-		ReleaseSpec: last.Labels[LabelReleaseSpec],
-		Instance:    instanceOf(last.Labels),
-		Revision:    last.Version,
-		Values:      last.Config,
+		Name:            last.Name,
+		Namespace:       last.Namespace,
+		Spec:            last.Labels[LabelSpec],
+		ReleaseSpec:     last.Labels[LabelReleaseSpec],
+		Instance:        instanceOf(last.Labels),
+		ObjectNamespace: last.Labels[LabelObjectNamespace],
+		ObjectName:      last.Labels[LabelObject],
+		Revision:        last.Version,
+		Values:          last.Config,
 	}
 	r.Modified = recordWritten(last.Labels)
 	if last.Info != nil {

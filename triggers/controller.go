@@ -8,6 +8,7 @@ package triggers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,7 +68,10 @@ type Controller struct {
 	ready    atomic.Bool
 
 	pass     passTracker
-	inFlight sync.Map // spec name -> time.Time its reconcile started
+	inFlight sync.Map // queue key -> time.Time its reconcile started
+	// noticed holds the object keys in conflict or past maxObjects that a
+	// pass of this term has already queued once.
+	noticed sync.Map
 }
 
 // Ready reports whether start-up cleanup is done, the workers run and every
@@ -218,8 +222,12 @@ func (c *Controller) cleanupOnStart(ctx, workCtx context.Context) {
 				}
 				// The workers are not running yet, so no other reconcile of
 				// this spec can overlap; an error here is retried with backoff.
-				if err := c.rec.Reconcile(workCtx, name); err != nil {
+				follow, err := c.rec.Reconcile(workCtx, name)
+				if err != nil {
 					c.retryLater(name)
+				}
+				for _, k := range follow {
+					c.queue.Add(k)
 				}
 			}
 			return
@@ -238,39 +246,54 @@ func (c *Controller) orphanSpecs(ctx context.Context) ([]string, error) {
 }
 
 // runPass starts a pass over every spec. It reads the cluster with a number
-// of requests that does not grow with the number of specs: one metadata LIST
-// of release records per managed namespace and one live LIST per trigger
-// (resource, namespace). A spec those prove in sync (InSync) is done; every
-// other spec, and every spec name that still has releases the config does
-// not want, is queued for the full reconcile.
+// of requests that does not grow with the number of specs or objects: one
+// metadata LIST of release records per managed namespace and one live LIST
+// per trigger (resource, namespace, selector). A spec, or an object of a
+// selector spec, those prove in sync (InSync) is done; every other one, and
+// every spec that still has releases the config does not want, is queued
+// for the full reconcile.
 func (c *Controller) runPass(ctx context.Context) {
 	if ctx.Err() != nil {
 		return // stopping: a pass that races the stop starts nothing
 	}
+	started := time.Now()
 	cfg := c.Config()
 	gcNamespaces := c.state.GCNamespaces()
 	names := cfg.SpecNames()
 	// What the listing below can speak for: nothing a reconcile still
 	// running under an older config may write later.
-	safeSince := c.oldestInFlight(time.Now())
+	safeSince := c.oldestInFlight(started)
 	requestsBefore := c.requestCount()
-	c.pass.start(names, time.Now(), func(_ time.Time, took time.Duration) {
-		c.opts.Log.Info().Int("specs", len(names)).Dur("duration", took).
-			Int64("apiRequests", c.requestCount()-requestsBefore).Msg("pass complete")
-		if c.opts.Metrics != nil {
-			c.opts.Metrics.lastPass.Set(float64(time.Now().Unix()))
+	var keys []string
+	queued := map[string]bool{}
+	add := func(key string) {
+		if !queued[key] {
+			queued[key] = true
+			keys = append(keys, key)
 		}
-	})
-
-	now := time.Now()
-	queue := func(name string) {
-		// A spec in backoff is retried when its backoff ends, not sooner.
-		if c.inBackoff(name, now) {
-			c.pass.done(name)
-			return
-		}
-		c.queue.Add(name)
 	}
+	defer func() {
+		if ctx.Err() != nil {
+			return // stopping: queue nothing
+		}
+		c.pass.start(keys, started, func(_ time.Time, took time.Duration) {
+			c.opts.Log.Info().Int("specs", len(names)).Int("queued", len(keys)).Dur("duration", took).
+				Int64("apiRequests", c.requestCount()-requestsBefore).Msg("pass complete")
+			if c.opts.Metrics != nil {
+				c.opts.Metrics.lastPass.Set(float64(time.Now().Unix()))
+			}
+		})
+		now := time.Now()
+		for _, key := range keys {
+			// A key in backoff is retried when its backoff ends, not sooner.
+			if c.inBackoff(key, now) {
+				c.pass.done(key)
+				continue
+			}
+			c.queue.Add(key)
+		}
+	}()
+
 	recs, err := c.opts.Inventory.Managed(ctx, gcNamespaces)
 	if ctx.Err() != nil {
 		return // stopping: a failed read is no reason to queue anything
@@ -279,7 +302,7 @@ func (c *Controller) runPass(ctx context.Context) {
 	if err != nil && unread == nil {
 		c.opts.Log.Error().Err(err).Msg("cannot list autox release records; reconciling every spec in full")
 		for _, name := range names {
-			queue(name)
+			add(name)
 		}
 		return
 	}
@@ -295,7 +318,11 @@ func (c *Controller) runPass(ctx context.Context) {
 		c.opts.Metrics.setReleases(byStatus)
 	}
 	for _, name := range decide.OrphanSpecs(cfg, recs) {
-		queue(name)
+		// A selector spec's records are looked at per object below, and
+		// only what cannot be tied to an object needs the spec's sweep.
+		if spec := cfg.Specs[name]; spec == nil || !spec.Trigger.IsSelector() {
+			add(name)
+		}
 	}
 	bySpec := map[string][]helmops.Record{}
 	for _, r := range recs {
@@ -305,14 +332,101 @@ func (c *Controller) runPass(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	claims := c.rec.claimIndex(cfg)
 	for _, name := range names {
 		spec := cfg.Specs[name]
-		objects, listed := observed[keyFor(spec.Trigger)]
-		if listed && !usesAny(spec, unread) && decide.InSync(name, spec, objects[spec.Trigger.Name], bySpec[name], c.chartIDs(spec, cfg.Dir)) {
-			c.pass.done(name)
+		if spec.Trigger.IsSelector() {
+			c.passSelector(cfg, claims, name, observed, bySpec[name], unread, add)
 			continue
 		}
-		queue(name)
+		objects, listed := observed[keyFor(spec.Trigger)]
+		t := spec.Trigger
+		if obs := objects[t.Name]; listed && obs.Found &&
+			len(claims.Claimants(t.Group, t.Resource, decide.Object{Namespace: t.Namespace, Name: t.Name}, obs.Labels)) > 1 {
+			c.noticeOnce(name, add) // in conflict: nothing to do but say so, once
+			continue
+		}
+		if listed && !usesAny(spec, unread) && decide.InSync(name, spec, decide.Object{}, objects[spec.Trigger.Name], bySpec[name], c.chartIDs(spec, cfg.Dir)) {
+			continue
+		}
+		add(name)
+	}
+}
+
+// passSelector is the pass of one selector spec: from its listings and its
+// records, the objects that need a reconcile of their own. Objects past
+// maxObjects or in conflict are reconciled once per term (which records
+// their Event) and then left alone: nothing can change for them until an
+// event or a new config says otherwise. A listing that failed queues the
+// spec's sweep, which reports it and retries; it removes nothing.
+func (c *Controller) passSelector(cfg *config.Config, claims *decide.ClaimIndex, name string, observed map[informerKey]map[string]decide.Trigger,
+	recs []helmops.Record, unread map[string]bool, add func(string)) {
+	spec := cfg.Specs[name]
+	t := spec.Trigger
+	listed := map[decide.Object]decide.Trigger{}
+	for _, k := range keysFor(cfg, t) {
+		objs, ok := observed[k]
+		if !ok {
+			add(name)
+			return
+		}
+		for n, obs := range objs {
+			listed[decide.Object{Namespace: k.Namespace, Name: n}] = obs
+		}
+	}
+	byObject := map[decide.Object][]helmops.Record{}
+	withReleases := map[decide.Object]bool{}
+	for _, r := range recs {
+		o := decide.Object{Namespace: r.ObjectNamespace, Name: r.ObjectName}
+		byObject[o] = append(byObject[o], r)
+		withReleases[o] = !o.IsZero()
+	}
+	admitted := c.rec.admit(cfg, name, listed, withReleases)
+	ids := c.chartIDs(spec, cfg.Dir)
+	var overLimit, conflicts int
+	for o, obs := range listed {
+		labelled := decide.Object{Namespace: o.Namespace, Name: decide.ObjectLabel(o.Name)}
+		objRecs := byObject[labelled]
+		delete(byObject, labelled)
+		key := ObjectKey(name, o)
+		if len(claims.Claimants(t.Group, t.Resource, o, obs.Labels)) > 1 {
+			conflicts++
+			c.noticeOnce(key, add)
+			continue
+		}
+		if st, _ := decide.Evaluate(t, obs); st.Wanted() && !admitted[o] {
+			overLimit++
+			c.noticeOnce(key, add)
+			continue
+		}
+		forObj, err := spec.ForObject(name, o.Namespace, o.Name)
+		if err == nil && !usesAny(forObj, unread) && decide.InSync(name, forObj, o, obs, objRecs, ids) {
+			continue
+		}
+		add(key)
+	}
+	// Records of objects the listing did not return: deleted, or no longer
+	// selected. Each object's own reconcile reads it by name before
+	// anything is removed.
+	for o := range byObject {
+		switch {
+		case o.IsZero():
+			add(name) // releases from before the spec had a selector (OrphanSpecs queues it too)
+		case decide.ObjectLabelIsName(o.Name):
+			add(ObjectKey(name, o))
+		default:
+			add(name) // a long name: the sweep finds it in the release's values
+		}
+	}
+	c.opts.Metrics.setObjects(name, len(admitted), overLimit, conflicts)
+}
+
+// noticeOnce queues a key in conflict or past maxObjects the first time
+// a pass of this term sees it, so that its reconcile records the Event,
+// and not again: a pass stays O(1) in such objects.
+func (c *Controller) noticeOnce(key string, add func(string)) {
+	if _, seen := c.noticed.LoadOrStore(key, true); !seen {
+		add(key)
 	}
 }
 
@@ -410,24 +524,25 @@ func (b *Backoff) waiting(name string, now time.Time) bool {
 	return ok && now.Before(v.(time.Time))
 }
 
-// listTriggers makes one live LIST per (resource, namespace) the config's
-// triggers use. A failed LIST leaves its key out: its specs then get the full
+// listTriggers makes one live LIST per (resource, namespace, selector) the
+// config's triggers use. A failed LIST leaves its key out: its specs then get the full
 // reconcile, whose live GET reports the error and changes nothing.
 func (c *Controller) listTriggers(ctx context.Context, cfg *config.Config) map[informerKey]map[string]decide.Trigger {
 	out := map[informerKey]map[string]decide.Trigger{}
 	failed := map[informerKey]bool{}
 	for _, spec := range cfg.Specs {
-		k := keyFor(spec.Trigger)
-		if _, done := out[k]; done || failed[k] {
-			continue
+		for _, k := range keysFor(cfg, spec.Trigger) {
+			if _, done := out[k]; done || failed[k] {
+				continue
+			}
+			objs, err := c.rec.opts.Triggers.List(ctx, k)
+			if err != nil {
+				c.opts.Log.Debug().Err(err).Msg("cannot list triggers; their specs get a full reconcile")
+				failed[k] = true
+				continue
+			}
+			out[k] = objs
 		}
-		objs, err := c.rec.opts.Triggers.List(ctx, k)
-		if err != nil {
-			c.opts.Log.Debug().Err(err).Msg("cannot list triggers; their specs get a full reconcile")
-			failed[k] = true
-			continue
-		}
-		out[k] = objs
 	}
 	return out
 }
@@ -460,12 +575,16 @@ func (c *Controller) Stuck(now time.Time) error {
 	c.inFlight.Range(func(k, v any) bool {
 		name, started := k.(string), v.(time.Time)
 		n := 1
-		if s := cfg.Specs[name]; s != nil {
+		if s := cfg.Specs[specOf(name)]; s != nil {
 			n += len(s.ReleaseSpecs)
 		}
 		limit := time.Duration(2*n)*c.rec.opts.StaleAfter + time.Minute
 		if d := now.Sub(started); d > limit {
-			stuck = fmt.Errorf("the reconcile of spec %s has run for %s (limit %s)", name, d.Round(time.Second), limit)
+			what := "spec " + name
+			if spec, obj := parseKey(name); !obj.IsZero() {
+				what = fmt.Sprintf("object %s of spec %s", obj, spec)
+			}
+			stuck = fmt.Errorf("the reconcile of %s has run for %s (limit %s)", what, d.Round(time.Second), limit)
 			return false
 		}
 		return true
@@ -485,10 +604,68 @@ func (c *Controller) ApplyConfig(ctx context.Context, cfg *config.Config) config
 	for _, r := range changes.RemovedReleaseSpecs {
 		touched = append(touched, r.Spec)
 	}
-	for _, name := range touched {
-		c.queue.Add(name)
+	if !slices.Equal(old.Namespaces, cfg.Namespaces) {
+		// A selector spec without a namespace covers every managed one:
+		// objects of a namespace just added are its now.
+		for _, name := range cfg.SpecNames() {
+			if t := cfg.Specs[name].Trigger; t.IsSelector() && t.Namespace == "" {
+				touched = append(touched, name)
+			}
+		}
+	}
+	for _, key := range append(touched, claimNeighbours(old, cfg, touched)...) {
+		c.queue.Add(key)
 	}
 	return changes
+}
+
+// claimNeighbours are the keys whose conflicts a change of the touched
+// specs may start or end: a touched named trigger's object under every
+// selector spec of its resource that covers its namespace, and, for a
+// touched selector spec, every other spec of its resource (a selector
+// spec by its sweep). Both configs count: a removed spec's claim ends.
+func claimNeighbours(old, cfg *config.Config, touched []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(k string) {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	for _, name := range touched {
+		for _, c := range []*config.Config{old, cfg} {
+			spec := c.Specs[name]
+			if spec == nil {
+				continue
+			}
+			t := spec.Trigger
+			for _, other := range cfg.SpecNames() {
+				ot := cfg.Specs[other].Trigger
+				if other == name || ot.Group != t.Group || ot.Resource != t.Resource {
+					continue
+				}
+				switch {
+				case !t.IsSelector() && ot.IsSelector():
+					if contains(cfg.TriggerNamespaces(ot), t.Namespace) {
+						add(ObjectKey(other, decide.Object{Namespace: t.Namespace, Name: t.Name}))
+					}
+				case t.IsSelector():
+					add(other)
+				}
+			}
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Controller) processNext(ctx context.Context) bool {
@@ -501,8 +678,11 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return true // stopping: drain without starting anything
 	}
 	c.inFlight.Store(name, time.Now())
-	err := c.rec.Reconcile(ctx, name)
+	follow, err := c.rec.Reconcile(ctx, name)
 	c.inFlight.Delete(name)
+	for _, k := range follow {
+		c.queue.Add(k)
+	}
 	c.pass.done(name)
 	switch {
 	case err == nil:
@@ -516,9 +696,19 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	return true
 }
 
-func (c *Controller) onTriggerEvent(key triggerKey) {
-	for _, spec := range c.index.Load().specs[key] {
-		c.queue.Add(spec)
+// onTriggerEvent queues what an informer event on one object may change:
+// the named specs whose trigger it is, and, for a selector informer, that
+// object under each selector spec watching with it.
+func (c *Controller) onTriggerEvent(k informerKey, namespace, name string) {
+	idx := c.index.Load()
+	if k.Selector == "" {
+		for _, spec := range idx.specs[triggerKey{Group: k.GVR.Group, Resource: k.GVR.Resource, Namespace: namespace, Name: name}] {
+			c.queue.Add(spec)
+		}
+		return
+	}
+	for _, spec := range idx.selectors[k] {
+		c.queue.Add(ObjectKey(spec, decide.Object{Namespace: namespace, Name: name}))
 	}
 }
 
@@ -531,15 +721,24 @@ func keyOf(t config.Trigger) triggerKey {
 	return triggerKey{Group: t.Group, Resource: t.Resource, Namespace: t.Namespace, Name: t.Name}
 }
 
-// triggerIndex maps trigger objects to the specs that name them.
+// triggerIndex maps trigger objects to the named specs that name them, and
+// selector informers to the selector specs that watch with them.
 type triggerIndex struct {
-	specs map[triggerKey][]string
+	specs     map[triggerKey][]string
+	selectors map[informerKey][]string
 }
 
 func buildIndex(cfg *config.Config) *triggerIndex {
-	idx := &triggerIndex{specs: map[triggerKey][]string{}}
+	idx := &triggerIndex{specs: map[triggerKey][]string{}, selectors: map[informerKey][]string{}}
 	for _, name := range cfg.SpecNames() {
-		k := keyOf(cfg.Specs[name].Trigger)
+		t := cfg.Specs[name].Trigger
+		if t.IsSelector() {
+			for _, k := range keysFor(cfg, t) {
+				idx.selectors[k] = append(idx.selectors[k], name)
+			}
+			continue
+		}
+		k := keyOf(t)
 		idx.specs[k] = append(idx.specs[k], name)
 	}
 	return idx

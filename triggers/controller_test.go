@@ -105,7 +105,7 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	}
 	state := NewConfigState(cfg)
 	reads := &liveReads{Triggers: TriggerReader{Client: meta}, metrics: m, reads: map[string][]*liveRead{}, config: state.Config}
-	rec := NewReconciler(ReconcilerOptions{Helm: helm, Charts: helmops.LocalCharts{}, Triggers: reads,
+	rec := NewReconciler(ReconcilerOptions{Helm: helm, Charts: helmops.LocalCharts{}, Triggers: reads, Inventory: inv,
 		State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(), Log: log, Metrics: m})
 	ctrl = NewController(Options{Reconciler: rec, Inventory: inv, Metadata: meta, Workers: 2, Resync: resync,
 		ShutdownTimeout: h.shutdown(), RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Backoff: h.backoff, Metrics: m, Log: log})

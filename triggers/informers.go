@@ -19,12 +19,15 @@ type runningInformer struct {
 	synced func() bool
 }
 
-// informerSet runs one metadata-only informer per (GVR, namespace) that the
-// config's triggers use. Informers are hints: their events only enqueue spec
-// names, and their caches are never read to decide anything.
+// informerSet runs one metadata-only informer per (GVR, namespace, label
+// selector) that the config's triggers use; a selector informer watches with
+// its selector, so objects outside it cost nothing. Informers are hints:
+// their events only enqueue keys, and their caches are never read to decide
+// anything. An object that stops matching a selector reaches its informer
+// as a deletion.
 type informerSet struct {
 	client  metadata.Interface
-	onEvent func(triggerKey)
+	onEvent func(k informerKey, namespace, name string)
 	log     zerolog.Logger
 
 	mu      sync.Mutex
@@ -34,7 +37,7 @@ type informerSet struct {
 	closed bool
 }
 
-func newInformerSet(client metadata.Interface, onEvent func(triggerKey), log zerolog.Logger) *informerSet {
+func newInformerSet(client metadata.Interface, onEvent func(k informerKey, namespace, name string), log zerolog.Logger) *informerSet {
 	return &informerSet{client: client, onEvent: onEvent, log: log, running: map[informerKey]*runningInformer{}}
 }
 
@@ -42,7 +45,9 @@ func newInformerSet(client metadata.Interface, onEvent func(triggerKey), log zer
 func (s *informerSet) sync(ctx context.Context, cfg *config.Config) {
 	need := map[informerKey]bool{}
 	for _, spec := range cfg.Specs {
-		need[keyFor(spec.Trigger)] = true
+		for _, k := range keysFor(cfg, spec.Trigger) {
+			need[k] = true
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -54,7 +59,7 @@ func (s *informerSet) sync(ctx context.Context, cfg *config.Config) {
 			ri.cancel()
 			<-ri.done
 			delete(s.running, k)
-			s.log.Info().Str("resource", k.GVR.String()).Str("namespace", k.Namespace).Msg("informer stopped")
+			s.log.Info().Str("resource", k.GVR.String()).Str("namespace", k.Namespace).Str("selector", k.Selector).Msg("informer stopped")
 		}
 	}
 	for k := range need {
@@ -62,15 +67,18 @@ func (s *informerSet) sync(ctx context.Context, cfg *config.Config) {
 			continue
 		}
 		s.running[k] = s.start(ctx, k)
-		s.log.Info().Str("resource", k.GVR.String()).Str("namespace", k.Namespace).Msg("informer started")
+		s.log.Info().Str("resource", k.GVR.String()).Str("namespace", k.Namespace).Str("selector", k.Selector).Msg("informer started")
 	}
 }
 
 func (s *informerSet) start(ctx context.Context, k informerKey) *runningInformer {
 	ictx, cancel := context.WithCancel(ctx)
 	// No resync: the periodic pass re-reads everything live anyway.
-	inf := metadatainformer.NewFilteredMetadataInformer(s.client, k.GVR, k.Namespace, 0, cache.Indexers{}, nil).Informer()
-	group, resource := k.GVR.Group, k.GVR.Resource
+	var tweak metadatainformer.TweakListOptionsFunc
+	if k.Selector != "" {
+		tweak = func(o *metav1.ListOptions) { o.LabelSelector = k.Selector }
+	}
+	inf := metadatainformer.NewFilteredMetadataInformer(s.client, k.GVR, k.Namespace, 0, cache.Indexers{}, tweak).Informer()
 	emit := func(obj interface{}) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
@@ -79,7 +87,7 @@ func (s *informerSet) start(ctx context.Context, k informerKey) *runningInformer
 		if !ok {
 			return
 		}
-		s.onEvent(triggerKey{Group: group, Resource: resource, Namespace: m.Namespace, Name: m.Name})
+		s.onEvent(k, m.Namespace, m.Name)
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj interface{}, isInInitialList bool) {

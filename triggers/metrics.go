@@ -29,6 +29,7 @@ type Metrics struct {
 	releases          *prometheus.GaugeVec
 	lastPass          prometheus.Gauge
 	depth             prometheus.Gauge
+	objects           *prometheus.GaugeVec
 }
 
 // NewMetrics creates the control loop's metrics and registers them on reg.
@@ -51,10 +52,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "autox_last_pass_timestamp_seconds", Help: "Unix time when the last pass over every spec completed.",
 		}),
 		depth: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "autox_workqueue_depth", Help: "Specs waiting to be reconciled.",
+			Name: "autox_workqueue_depth", Help: "Specs and selector objects waiting to be reconciled.",
 		}),
+		objects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "autox_selector_objects", Help: "Objects a selector spec selects with its trigger labels set, as of the last periodic pass, by state: served, over_limit (past maxObjects) or conflict (claimed by another spec too).",
+		}, []string{"spec", "state"}),
 	}
-	for _, c := range []prometheus.Collector{m.reconciles, m.reconcileDuration, m.helmOperations, m.releases, m.lastPass, m.depth} {
+	for _, c := range []prometheus.Collector{m.reconciles, m.reconcileDuration, m.helmOperations, m.releases, m.lastPass, m.depth, m.objects} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -70,6 +74,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // forgetSpec deletes the series of a spec that left the config.
 func (m *Metrics) forgetSpec(spec string) {
 	m.reconciles.DeletePartialMatch(prometheus.Labels{"spec": spec})
+	m.objects.DeletePartialMatch(prometheus.Labels{"spec": spec})
+}
+
+// setObjects sets a selector spec's object counts; m may be nil.
+func (m *Metrics) setObjects(spec string, served, overLimit, conflict int) {
+	if m == nil {
+		return
+	}
+	m.objects.WithLabelValues(spec, "served").Set(float64(served))
+	m.objects.WithLabelValues(spec, "over_limit").Set(float64(overLimit))
+	m.objects.WithLabelValues(spec, "conflict").Set(float64(conflict))
 }
 
 // setReleases replaces the release status counts.

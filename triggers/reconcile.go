@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -20,6 +21,7 @@ import (
 // Helm is the part of helmops.Manager that reconcile uses.
 type Helm interface {
 	SpecReleases(ctx context.Context, namespaces []string, spec string) ([]*helmops.Release, error)
+	ObjectReleases(ctx context.Context, namespaces []string, spec string, obj decide.Object) ([]*helmops.Release, error)
 	Lookup(ctx context.Context, namespace, name string) (*helmops.Release, error)
 	Install(ctx context.Context, d helmops.Desired) (int, error)
 	Upgrade(ctx context.Context, d helmops.Desired) (int, error)
@@ -43,6 +45,9 @@ type ReconcilerOptions struct {
 	Helm     Helm
 	Charts   helmops.ChartSource
 	Triggers Triggers
+	// Inventory lists release records; selector specs need it to admit
+	// objects within maxObjects when no pass has done so yet.
+	Inventory *helmops.Inventory
 	// State holds the config in force (it changes on reload) and the
 	// namespaces garbage collection looks in.
 	State *ConfigState
@@ -63,6 +68,12 @@ type ReconcilerOptions struct {
 type Reconciler struct {
 	opts   ReconcilerOptions
 	charts *chartIdentities
+	// admissions and claims serve selector specs: the objects each serves
+	// within maxObjects, and who claims which object under the config in
+	// force. locks keep a spec's own key apart from its objects' keys.
+	admissions admissions
+	claims     atomic.Pointer[decide.ClaimIndex]
+	locks      specLocks
 }
 
 // NewReconciler returns a Reconciler with everything it needs.
@@ -86,20 +97,36 @@ type observed struct {
 	decide.Observation
 	ref    *corev1.ObjectReference
 	loaded map[string]*chart.Chart // release spec id -> chart
+	// trigger is the trigger's state as decided (conflict and over-limit included).
+	trigger decide.TriggerState
+	// unattributed marks the releases of a selector spec that name no object.
+	unattributed bool
 }
 
-// observe reads everything the decision for one spec needs. An error means
-// nothing can be decided (the trigger or every namespace unreadable);
-// failures of one release spec are in its ReleaseSpecObservation.
-func (r *Reconciler) observe(ctx context.Context, specName string) (*observed, error) {
-	cfg := r.opts.State.Config()
+// observe reads everything the decision for one spec needs, or for one
+// object of a selector spec (obj not zero). An error means nothing can be
+// decided (the trigger or every namespace unreadable); failures of one
+// release spec are in its ReleaseSpecObservation.
+func (r *Reconciler) observe(ctx context.Context, cfg *config.Config, specName string, obj decide.Object) (*observed, error) {
 	spec := cfg.Specs[specName]
-	o := &observed{Observation: decide.Observation{Spec: specName, Config: spec, Instance: r.opts.Helm.Instance(),
+	if spec != nil && !obj.IsZero() {
+		var err error
+		if spec, err = spec.ForObject(specName, obj.Namespace, obj.Name); err != nil {
+			return nil, err
+		}
+	}
+	o := &observed{Observation: decide.Observation{Spec: specName, Config: spec, Object: obj, Instance: r.opts.Helm.Instance(),
 		ReleaseSpecs: map[string]decide.ReleaseSpecObservation{}, StaleAfter: r.opts.StaleAfter},
 		loaded: map[string]*chart.Chart{}}
 	// A namespace whose records cannot be read fails the release specs
 	// that live there; the others are decided from what could be read.
-	current, err := r.opts.Helm.SpecReleases(ctx, r.opts.State.GCNamespaces(), specName)
+	var current []*helmops.Release
+	var err error
+	if obj.IsZero() {
+		current, err = r.opts.Helm.SpecReleases(ctx, r.opts.State.GCNamespaces(), specName)
+	} else {
+		current, err = r.opts.Helm.ObjectReleases(ctx, r.opts.State.GCNamespaces(), specName, obj)
+	}
 	unread := helmops.FailedNamespaces(err)
 	if err != nil && unread == nil {
 		return nil, fmt.Errorf("cannot read releases of spec %s: %w", specName, err)
@@ -114,18 +141,40 @@ func (r *Reconciler) observe(ctx context.Context, specName string) (*observed, e
 		o.Now = r.opts.Now()
 		return o, nil
 	}
-	trig, err := r.opts.Triggers.Get(ctx, spec.Trigger)
-	if err != nil {
-		return nil, err
+	if !obj.IsZero() {
+		o.OutOfScope = !contains(cfg.TriggerNamespaces(cfg.Specs[specName].Trigger), obj.Namespace)
 	}
-	o.Trigger, o.ref = trig.Trigger, trig.Ref
-	wanted, _ := decide.Evaluate(spec.Trigger, o.Trigger)
+	if !o.OutOfScope {
+		// An object out of scope is decided from the config alone: its
+		// namespace may no longer be readable at all.
+		trig, err := r.opts.Triggers.Get(ctx, spec.Trigger)
+		if err != nil {
+			return nil, err
+		}
+		o.Trigger, o.ref = trig.Trigger, trig.Ref
+	}
+	t := spec.Trigger
+	if o.Trigger.Found {
+		// Who else claims this object is judged from its labels as read now.
+		self := obj
+		if self.IsZero() {
+			self = decide.Object{Namespace: t.Namespace, Name: t.Name}
+		}
+		o.Claimants = r.claimIndex(cfg).Claimants(t.Group, t.Resource, self, o.Trigger.Labels)
+	}
+	o.trigger, _ = decide.TriggerOf(o.Observation)
+	if !obj.IsZero() && o.trigger.Wanted() && len(o.Current) == 0 {
+		if o.OverLimit, err = r.overLimit(ctx, cfg, specName, obj); err != nil {
+			return nil, err
+		}
+		o.trigger, _ = decide.TriggerOf(o.Observation)
+	}
 	for _, id := range spec.ReleaseSpecIDs() {
 		rs := spec.ReleaseSpecs[id]
 		if o.Unread[rs.Namespace] != nil {
 			continue
 		}
-		o.ReleaseSpecs[id] = r.observeReleaseSpec(ctx, o, id, rs, wanted.Wanted(), cfg.Dir)
+		o.ReleaseSpecs[id] = r.observeReleaseSpec(ctx, o, id, rs, o.trigger.Wanted(), cfg.Dir)
 	}
 	o.Now = r.opts.Now()
 	return o, nil
@@ -165,46 +214,144 @@ func (r *Reconciler) observeReleaseSpec(ctx context.Context, o *observed, id str
 	return ro
 }
 
-// Plan observes one spec and decides, changing nothing. Steps come in the
-// order they are applied. An error returned with steps is the failure of
-// some release specs only; an error without steps means nothing could be
-// decided (e.g. the trigger read failed).
-func (r *Reconciler) Plan(ctx context.Context, specName string) ([]decide.Step, error) {
-	o, err := r.observe(ctx, specName)
+// Plan observes one queue key and decides, changing nothing: a spec, or
+// one object of a selector spec; for a selector spec's own key, every
+// object it lists or has releases for. Steps come in the order they are
+// applied. An error returned with steps is the failure of some release specs
+// only; an error without steps means nothing could be decided (e.g. the
+// trigger read failed).
+func (r *Reconciler) Plan(ctx context.Context, key string) ([]decide.Step, error) {
+	return r.plan(ctx, r.opts.State.Config(), key)
+}
+
+func (r *Reconciler) plan(ctx context.Context, cfg *config.Config, key string) ([]decide.Step, error) {
+	specName, obj := parseKey(key)
+	if spec := cfg.Specs[specName]; obj.IsZero() && spec != nil && spec.Trigger.IsSelector() {
+		return r.planSelector(ctx, cfg, specName)
+	}
+	o, err := r.observe(ctx, cfg, specName, obj)
 	if err != nil {
 		return nil, err
 	}
-	steps, err := r.decide(o)
-	return steps, err
+	return r.decide(o)
+}
+
+// planSelector plans every object of a selector spec, and the spec's
+// releases that name no object.
+func (r *Reconciler) planSelector(ctx context.Context, cfg *config.Config, specName string) ([]decide.Step, error) {
+	objs, unattributed, err := r.selectorObjects(ctx, cfg, specName)
+	if err != nil {
+		return nil, err
+	}
+	steps, err := r.decide(r.unattributed(specName, unattributed))
+	errs := []error{err}
+	for _, o := range objs {
+		s, err := r.plan(ctx, cfg, ObjectKey(specName, o))
+		steps = append(steps, s...)
+		errs = append(errs, err)
+	}
+	return steps, errors.Join(errs...)
+}
+
+// unattributed is the observation of a selector spec's releases that name
+// no object (made while the spec named one trigger): no object wants them,
+// so they are decided like the releases of a removed spec.
+func (r *Reconciler) unattributed(specName string, rels []*helmops.Release) *observed {
+	return &observed{Observation: decide.Observation{Spec: specName, Instance: r.opts.Helm.Instance(), Current: rels,
+		Now: r.opts.Now(), StaleAfter: r.opts.StaleAfter}, trigger: decide.TriggerSpecRemoved, unattributed: true}
 }
 
 // decide runs the pure plan and turns its failures into errors and Events.
 func (r *Reconciler) decide(o *observed) ([]decide.Step, error) {
 	res := decide.Plan(o.Observation)
+	if o.unattributed {
+		for i := range res.Steps {
+			res.Steps[i].Reason = "made by this spec before it had a selector: no object's release"
+		}
+	}
 	errs := []error{res.Incomplete}
 	if res.Incomplete != nil {
 		errs[0] = fmt.Errorf("%w: %w", ErrStepFailed, res.Incomplete)
 	}
 	for _, f := range res.Failed {
 		err := fmt.Errorf("%w: release spec %s (release %s/%s): %w", ErrStepFailed, f.ReleaseSpec, f.Namespace, f.Release, f.Err)
+		if !o.Object.IsZero() {
+			err = fmt.Errorf("%w: object %s, release spec %s (release %s/%s): %w", ErrStepFailed, o.Object, f.ReleaseSpec, f.Namespace, f.Release, f.Err)
+		}
 		errs = append(errs, err)
 		r.event(o.ref, corev1.EventTypeWarning, "ReleaseFailed", "%s", err.Error())
+	}
+	switch res.Trigger {
+	case decide.TriggerConflict:
+		r.event(o.ref, corev1.EventTypeWarning, "TriggerConflict", "%s", res.TriggerReason)
+	case decide.TriggerOverLimit:
+		r.event(o.ref, corev1.EventTypeWarning, "TriggerOverLimit", "spec %s: %s", o.Spec, res.TriggerReason)
 	}
 	return res.Steps, errors.Join(errs...)
 }
 
-// Reconcile observes one spec, decides and applies the steps. A failing
-// release step does not stop the others; the returned error (if any) makes
-// the caller retry the spec with backoff, and the retry starts again from a
-// live read.
-func (r *Reconciler) Reconcile(ctx context.Context, specName string) error {
+// Reconcile observes one queue key, decides and applies the steps. A
+// failing release step does not stop the others; the returned error (if
+// any) makes the caller retry the key with backoff, and the retry starts
+// again from a live read. follow are keys the caller must reconcile next:
+// a selector spec's own key (its sweep) returns one per object, and an
+// object key of a spec that lost its selector hands over to the spec's key.
+func (r *Reconciler) Reconcile(ctx context.Context, key string) (follow []string, err error) {
 	start := time.Now()
-	o, err := r.observe(ctx, specName)
-	if err != nil {
-		r.opts.Log.Error().Err(err).Str("spec", specName).Msg("cannot decide; nothing changed")
-		r.count(specName, err, start)
-		return err
+	specName, obj := parseKey(key)
+	lock := r.locks.of(specName)
+	if obj.IsZero() {
+		lock.Lock()
+		defer lock.Unlock()
+	} else {
+		lock.RLock()
+		defer lock.RUnlock()
 	}
+	// One read of the config for the whole reconcile: a reload meanwhile
+	// is the next reconcile's.
+	cfg := r.opts.State.Config()
+	spec := cfg.Specs[specName]
+	switch {
+	case !obj.IsZero() && (spec == nil || !spec.Trigger.IsSelector()):
+		// The spec left the config or names one trigger now: its own key
+		// decides about every release it has.
+		return []string{specName}, nil
+	case obj.IsZero() && spec != nil && spec.Trigger.IsSelector():
+		return r.sweep(ctx, cfg, specName, start)
+	}
+	o, err := r.observe(ctx, cfg, specName, obj)
+	if err != nil {
+		r.opts.Log.Error().Err(err).Str("spec", specName).Str("object", obj.String()).Msg("cannot decide; nothing changed")
+		r.count(specName, err, start)
+		return nil, err
+	}
+	err = r.run(ctx, o, start)
+	if !obj.IsZero() && !o.trigger.Wanted() && o.trigger != decide.TriggerConflict {
+		r.admissions.leave(specName, obj)
+	}
+	return nil, err
+}
+
+// sweep reconciles a selector spec as a whole: its releases that name no
+// object are removed, and every object it lists or has releases for is
+// handed back to be reconciled on its own key. A listing that fails
+// decides nothing.
+func (r *Reconciler) sweep(ctx context.Context, cfg *config.Config, specName string, start time.Time) ([]string, error) {
+	objs, unattributed, err := r.selectorObjects(ctx, cfg, specName)
+	if err != nil {
+		r.opts.Log.Error().Err(err).Str("spec", specName).Msg("cannot list the objects of a selector spec; nothing changed")
+		r.count(specName, err, start)
+		return nil, err
+	}
+	follow := make([]string, 0, len(objs))
+	for _, o := range objs {
+		follow = append(follow, ObjectKey(specName, o))
+	}
+	return follow, r.run(ctx, r.unattributed(specName, unattributed), start)
+}
+
+// run decides an observation and applies its steps.
+func (r *Reconciler) run(ctx context.Context, o *observed, start time.Time) error {
 	steps, planErr := r.decide(o)
 	errs := []error{planErr}
 	for _, s := range steps {
@@ -218,13 +365,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, specName string) error {
 			errs = append(errs, fmt.Errorf("%w: %w", ErrStepFailed, err))
 		}
 	}
-	err = errors.Join(errs...)
-	r.count(specName, err, start)
+	err := errors.Join(errs...)
+	r.count(o.Spec, err, start)
 	ev := r.opts.Log.Debug()
 	if err != nil {
 		ev = r.opts.Log.Error().Err(err)
 	}
-	ev.Str("spec", specName).Dur("duration", time.Since(start)).Int("releases", len(steps)).Msg("spec reconciled")
+	if !o.Object.IsZero() {
+		ev = ev.Str("object", o.Object.String())
+	}
+	ev.Str("spec", o.Spec).Dur("duration", time.Since(start)).Int("releases", len(steps)).Msg("spec reconciled")
 	return err
 }
 
@@ -260,6 +410,10 @@ func (r *Reconciler) apply(ctx context.Context, o *observed, s decide.Step) erro
 		log.Info().Int("revision", s.Revision).Msg("waiting: release is locked by another operation")
 		return nil
 	case decide.ActionConflict:
+		if o.trigger == decide.TriggerConflict {
+			log.Warn().Msg("trigger object claimed by more than one spec; leaving its releases alone")
+			return nil // one TriggerConflict Event says it for the object
+		}
 		log.Warn().Msg("release name taken by a release autox does not own; leaving it alone")
 		r.event(o.ref, corev1.EventTypeWarning, "ReleaseConflict", "release %s/%s is not this autox's: %s; autox leaves it alone", s.Namespace, s.Release, s.Reason)
 		return nil
@@ -310,7 +464,7 @@ func (r *Reconciler) install(ctx context.Context, o *observed, s decide.Step) (i
 				ref.Name, ref.Version, ref.Repo, id.Name, id.Version)
 		}
 	}
-	d := helmops.Desired{Spec: s.Spec, ReleaseSpec: s.ReleaseSpec, Name: s.Release, Namespace: s.Namespace, Chart: ch,
+	d := helmops.Desired{Spec: s.Spec, ReleaseSpec: s.ReleaseSpec, Object: o.Object, Name: s.Release, Namespace: s.Namespace, Chart: ch,
 		Values: s.Desired.Values, Digest: s.Desired.Digest, Revision: s.Desired.Revision, Redact: s.Hide}
 	switch s.Action {
 	case decide.ActionInstall:

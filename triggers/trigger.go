@@ -76,18 +76,28 @@ func objectNotFound(err error, name string) bool {
 
 // Describe names a trigger for logs and errors, kubectl style.
 func Describe(t config.Trigger) string {
-	res := t.Resource
-	if t.Group != "" {
-		res += "." + t.Group
+	if t.Name == "" && t.IsSelector() {
+		return fmt.Sprintf("%s selected by %s (%s)", resourceName(t), metav1.FormatLabelSelector(t.Selector), t.Version)
 	}
-	return fmt.Sprintf("%s/%s in namespace %s (%s)", res, t.Name, t.Namespace, t.Version)
+	return fmt.Sprintf("%s/%s in namespace %s (%s)", resourceName(t), t.Name, t.Namespace, t.Version)
 }
 
-// List reads every trigger object of one (resource, namespace) live, in one
-// request: what a periodic pass hands each spec instead of a GET per trigger.
+func resourceName(t config.Trigger) string {
+	if t.Group != "" {
+		return t.Resource + "." + t.Group
+	}
+	return t.Resource
+}
+
+// List reads every trigger object of one (resource, namespace, selector)
+// live, in one request: what a periodic pass hands each spec instead of a
+// GET per trigger.
 func (r TriggerReader) List(ctx context.Context, k informerKey) (map[string]decide.Trigger, error) {
-	list, err := r.Client.Resource(k.GVR).Namespace(k.Namespace).List(ctx, metav1.ListOptions{})
+	list, err := r.Client.Resource(k.GVR).Namespace(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: k.Selector})
 	if err != nil {
+		if k.Selector != "" {
+			return nil, fmt.Errorf("cannot list %s in namespace %s with selector %s: %w", k.GVR.String(), k.Namespace, k.Selector, err)
+		}
 		return nil, fmt.Errorf("cannot list %s in namespace %s: %w", k.GVR.String(), k.Namespace, err)
 	}
 	objs := make(map[string]decide.Trigger, len(list.Items))
@@ -97,14 +107,36 @@ func (r TriggerReader) List(ctx context.Context, k informerKey) (map[string]deci
 	return objs, nil
 }
 
-// informerKey is one (resource, namespace) watched and listed; several
-// triggers share it.
+// informerKey is one (resource, namespace, label selector) watched and
+// listed; several triggers share it. Selector is "" for named triggers:
+// their informer sees every object of the namespace.
 type informerKey struct {
 	GVR       schema.GroupVersionResource
 	Namespace string
+	Selector  string
 }
 
-// keyFor is the one place that says which (resource, namespace) a trigger is in.
+// keyFor is the one place that says which (resource, namespace) a named
+// trigger is in.
 func keyFor(t config.Trigger) informerKey {
 	return informerKey{GVR: GVR(t), Namespace: t.Namespace}
+}
+
+// keysFor are the (resource, namespace, selector) a trigger's objects are
+// listed and watched by: the named trigger's one, or one per namespace a
+// selector trigger covers. A selector that cannot be formatted (validation
+// rules that out) gets none: listing without it would select everything.
+func keysFor(cfg *config.Config, t config.Trigger) []informerKey {
+	if !t.IsSelector() {
+		return []informerKey{keyFor(t)}
+	}
+	sel, err := metav1.LabelSelectorAsSelector(t.Selector)
+	if err != nil || sel.Empty() {
+		return nil
+	}
+	var out []informerKey
+	for _, ns := range cfg.TriggerNamespaces(t) {
+		out = append(out, informerKey{GVR: GVR(t), Namespace: ns, Selector: sel.String()})
+	}
+	return out
 }

@@ -13,10 +13,12 @@ import (
 
 // listedRelease is one row of `autox list`.
 type listedRelease struct {
-	Namespace    string    `json:"namespace"`
-	Release      string    `json:"release"`
-	Spec         string    `json:"spec"`
-	ReleaseSpec  string    `json:"releaseSpec"`
+	Namespace   string `json:"namespace"`
+	Release     string `json:"release"`
+	Spec        string `json:"spec"`
+	ReleaseSpec string `json:"releaseSpec"`
+	// Object is namespace/name of a selector spec's object, "" for a named spec.
+	Object       string    `json:"object,omitempty"`
 	Chart        string    `json:"chart"`
 	ChartVersion string    `json:"version"`
 	Revision     int       `json:"revision"`
@@ -86,12 +88,13 @@ func newListCommand(version string) *cobra.Command {
 func listRows(cfg *config.Config, rels []*helmops.Release, onlyOrphans bool) []listedRelease {
 	rows := []listedRelease{}
 	for _, r := range rels {
-		orphan := !decide.WantedBy(cfg, r.Spec, r.ReleaseSpec, r.Namespace, r.Name)
+		orphan := !decide.WantedBy(cfg, decide.Record{Name: r.Name, Namespace: r.Namespace, Spec: r.Spec, ReleaseSpec: r.ReleaseSpec,
+			ObjectNamespace: r.ObjectNamespace, ObjectName: r.ObjectName})
 		if onlyOrphans && !orphan {
 			continue
 		}
 		rows = append(rows, listedRelease{
-			Namespace: r.Namespace, Release: r.Name, Spec: r.Spec, ReleaseSpec: r.ReleaseSpec,
+			Namespace: r.Namespace, Release: r.Name, Spec: r.Spec, ReleaseSpec: r.ReleaseSpec, Object: r.TriggerObject().String(),
 			Chart: r.ChartName, ChartVersion: r.ChartVersion, Revision: r.Revision, Status: string(r.Status),
 			Updated: r.Updated.UTC(), Orphan: orphan,
 		})

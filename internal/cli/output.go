@@ -50,9 +50,9 @@ func printSteps(w io.Writer, output string, steps []decide.Step) error {
 		}
 		return writeJSON(w, steps)
 	}
-	tw := newTable(w, "ACTION\tSPEC\tRELEASE SPEC\tRELEASE\tNAMESPACE\tREASON")
+	tw := newTable(w, "ACTION\tSPEC\tRELEASE SPEC\tOBJECT\tRELEASE\tNAMESPACE\tREASON")
 	for _, s := range steps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Action, s.Spec, s.ReleaseSpec, s.Release, s.Namespace, s.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Action, s.Spec, s.ReleaseSpec, orDash(s.Object), s.Release, s.Namespace, s.Reason)
 	}
 	return tw.Flush()
 }
@@ -62,12 +62,20 @@ func printRows(w io.Writer, output string, rows []listedRelease) error {
 	if output == "json" {
 		return writeJSON(w, rows)
 	}
-	tw := newTable(w, "NAMESPACE\tRELEASE\tSPEC\tRELEASE SPEC\tCHART\tVERSION\tREVISION\tSTATUS\tUPDATED\tORPHAN")
+	tw := newTable(w, "NAMESPACE\tRELEASE\tSPEC\tRELEASE SPEC\tOBJECT\tCHART\tVERSION\tREVISION\tSTATUS\tUPDATED\tORPHAN")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%v\n", r.Namespace, r.Release, r.Spec, r.ReleaseSpec,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%v\n", r.Namespace, r.Release, r.Spec, r.ReleaseSpec, orDash(r.Object),
 			r.Chart, r.ChartVersion, r.Revision, r.Status, r.Updated.Format(time.RFC3339), r.Orphan)
 	}
 	return tw.Flush()
+}
+
+// orDash shows an empty column as "-", so columns stay aligned for the eye.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // newTable starts a table of tab-separated columns under header; the caller

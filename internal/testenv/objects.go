@@ -56,7 +56,13 @@ func RunMainNoLeaks(m *testing.M, cluster **Cluster, ignore ...goleak.Option) in
 // DeploymentObject is a minimal Deployment to use as a trigger; the test
 // control plane runs no controllers, so it never gets pods.
 func DeploymentObject(namespace, name string, labels map[string]string) *appsv1.Deployment {
-	sel := map[string]string{"app": name}
+	// The pod selector's value is a label value (63 characters at most);
+	// a longer object name is cut, which is unique enough for a test.
+	app := name
+	if len(app) > 63 {
+		app = strings.TrimRight(app[:63], "-.")
+	}
+	sel := map[string]string{"app": app}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
 		Spec: appsv1.DeploymentSpec{

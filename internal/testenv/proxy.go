@@ -8,6 +8,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -36,6 +38,10 @@ type Proxy struct {
 	ca         *CA
 	failStatus atomic.Int32 // 0: forward
 	failed     atomic.Int64
+	// failOnly, when set, limits the failures to the requests it matches;
+	// the others are forwarded by forward, with the cluster's credentials.
+	failOnly   atomic.Pointer[func(*http.Request) bool]
+	forward    http.Handler
 	failing    *connListener
 	failServer *http.Server
 	failDone   chan struct{}
@@ -65,7 +71,14 @@ func (c *Cluster) NewProxy() (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{target: u.Host, Addr: ln.Addr().String(), ca: ca, conns: map[net.Conn]bool{}, failDone: make(chan struct{})}
+	transport, err := rest.TransportFor(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	// FlushInterval -1: watches stream through as the API server writes them.
+	forward := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u) }, Transport: transport, FlushInterval: -1,
+		ErrorLog: log.New(io.Discard, "", 0)}
+	p := &Proxy{target: u.Host, Addr: ln.Addr().String(), ca: ca, conns: map[net.Conn]bool{}, failDone: make(chan struct{}), forward: forward}
 	p.failing = &connListener{conns: make(chan net.Conn), closed: make(chan struct{}), addr: ln.Addr()}
 	p.failServer = &http.Server{
 		Handler:   http.HandlerFunc(p.fail),
@@ -182,6 +195,16 @@ func (p *Proxy) closeConns() {
 // requests again. Either way open connections are cut, so that clients
 // reconnect and meet the new behaviour at once.
 func (p *Proxy) FailWith(status int) {
+	p.failOnly.Store(nil)
+	p.failStatus.Store(int32(status))
+	p.closeConns()
+}
+
+// FailMatching is FailWith for the requests match selects only: the
+// others go on to the API server, sent by the proxy with the cluster's own
+// (admin) credentials, since it ends TLS itself. FailWith(0) ends it.
+func (p *Proxy) FailMatching(status int, match func(*http.Request) bool) {
+	p.failOnly.Store(&match)
 	p.failStatus.Store(int32(status))
 	p.closeConns()
 }
@@ -189,7 +212,11 @@ func (p *Proxy) FailWith(status int) {
 // Failed returns how many requests the proxy has answered with an error.
 func (p *Proxy) Failed() int64 { return p.failed.Load() }
 
-func (p *Proxy) fail(w http.ResponseWriter, _ *http.Request) {
+func (p *Proxy) fail(w http.ResponseWriter, r *http.Request) {
+	if only := p.failOnly.Load(); only != nil && !(*only)(r) {
+		p.forward.ServeHTTP(w, r)
+		return
+	}
 	p.failed.Add(1)
 	code := int(p.failStatus.Load())
 	if code == 0 {

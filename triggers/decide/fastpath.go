@@ -29,14 +29,16 @@ func Digest(chartName, chartVersion string, values map[string]interface{}) (stri
 type ChartID struct{ Name, Version string }
 
 // InSync reports, from the live trigger observation and the release records'
-// labels only, that a spec certainly needs no Helm call. charts names the
+// labels only, that a spec certainly needs no Helm call. For a selector
+// spec, spec is the spec as it applies to object obj (config.Spec.ForObject)
+// and recs are that object's records; obj is zero for a named spec. charts names the
 // chart of each release spec id the caller could identify; a missing one
 // means "not sure". It answers false whenever it cannot be sure; the spec
 // then gets the full reconcile, which decodes the releases and compares chart
 // and values for real. It never answers true for a release another Helm
 // client changed: that write made a revision autox's revision label does not
 // name.
-func InSync(specName string, spec *config.Spec, trig Trigger, recs []Record, charts map[string]ChartID) bool {
+func InSync(specName string, spec *config.Spec, obj Object, trig Trigger, recs []Record, charts map[string]ChartID) bool {
 	state, _ := Evaluate(spec.Trigger, trig)
 	if !state.Wanted() {
 		return len(recs) == 0
@@ -46,7 +48,7 @@ func InSync(specName string, spec *config.Spec, trig Trigger, recs []Record, cha
 	}
 	for _, rec := range recs {
 		rs := spec.ReleaseSpecs[rec.ReleaseSpec]
-		if rec.Spec != specName || !Wants(rs, rec.Namespace, rec.Name) ||
+		if rec.Spec != specName || !obj.Labelled(rec.ObjectNamespace, rec.ObjectName) || !Wants(rs, rec.Namespace, rec.Name) ||
 			rec.Status != "deployed" || rec.Digest == "" || rec.AutoxRevision != rec.Revision {
 			return false
 		}

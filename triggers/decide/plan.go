@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/autox-dev/autox/config"
@@ -21,6 +22,21 @@ type Observation struct {
 	Instance string
 	// Trigger is the live read of the spec's trigger (unused when Config is nil).
 	Trigger Trigger
+	// Object is the object of a selector spec this observation is about:
+	// Config is then the spec as it applies to that object (config.Spec.ForObject)
+	// and Current holds that object's releases only. Zero for a named spec.
+	Object Object
+	// Claimants are the specs that claim the trigger object, this one
+	// included (Claimants); with more than one, nothing is installed,
+	// upgraded or removed for it.
+	Claimants []string
+	// OutOfScope says the object is in a namespace its selector spec no
+	// longer covers: it is not selected, whatever its labels; the config
+	// says so, so the object is not read.
+	OutOfScope bool
+	// OverLimit says the object is past its selector spec's maxObjects in
+	// the last listing: it gets nothing new and keeps what it has.
+	OverLimit bool
 	// Current are the spec's own releases in the namespaces that could be read.
 	Current []*Release
 	// Unread maps a namespace whose release records could not be read to the
@@ -58,6 +74,9 @@ type Step struct {
 	Reason      string `json:"reason"`
 	// Revision is the release's current revision, 0 when there is none.
 	Revision int `json:"revision,omitempty"`
+	// Object is namespace/name of the selector spec's object the release
+	// serves, "" for a named spec.
+	Object string `json:"object,omitempty"`
 
 	// RollbackTo is the revision a rollback returns to.
 	RollbackTo int `json:"-"`
@@ -103,16 +122,17 @@ type Result struct {
 	Steps      []Step
 	Failed     []Failure
 	Incomplete error
+	// Trigger is the trigger's state and why (TriggerSpecRemoved for a removed spec).
+	Trigger       TriggerState
+	TriggerReason string
 }
 
 // Plan decides one spec from its observation.
 func Plan(o Observation) Result {
 	var res Result
 	spec := o.Config
-	state, triggerReason := TriggerSpecRemoved, "spec removed from config"
-	if spec != nil {
-		state, triggerReason = Evaluate(spec.Trigger, o.Trigger)
-	}
+	state, triggerReason := TriggerOf(o)
+	res.Trigger, res.TriggerReason = state, triggerReason
 
 	// Releases of this spec that no release spec wants under that name and
 	// namespace: the release spec was removed, renamed or moved.
@@ -121,7 +141,7 @@ func Plan(o Observation) Result {
 		if spec != nil {
 			rs = spec.ReleaseSpecs[rel.ReleaseSpec]
 		}
-		if Wants(rs, rel.Namespace, rel.Name) {
+		if Wants(rs, rel.Namespace, rel.Name) && o.Object.Labelled(rel.ObjectNamespace, rel.ObjectName) {
 			continue
 		}
 		reason := triggerReason
@@ -131,13 +151,13 @@ func Plan(o Observation) Result {
 				reason = "release spec now wants " + rs.Namespace + "/" + rs.ReleaseName
 			}
 		}
-		relState, stateReason, _ := ClassifyRelease(rel, rel.Spec, rel.ReleaseSpec, o.Instance, nil, o.Now, o.StaleAfter)
+		relState, stateReason, _ := ClassifyRelease(rel, OwnerOf(rel), nil, o.Now, o.StaleAfter)
 		action := Decide(TriggerSpecRemoved, relState, config.OnChangeUpgrade)
 		if action == ActionWait {
 			reason = stateReason
 		}
 		res.Steps = append(res.Steps, Step{Action: action, Spec: o.Spec, ReleaseSpec: rel.ReleaseSpec, Release: rel.Name,
-			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, Hide: redactorOf(nil, rel)})
+			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, Object: releaseObject(rel), Hide: redactorOf(nil, rel)})
 	}
 	if spec == nil {
 		if len(o.Unread) > 0 {
@@ -173,11 +193,11 @@ func Plan(o Observation) Result {
 func planReleaseSpec(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObservation, state TriggerState, triggerReason string) (Step, error) {
 	rel := ro.Other
 	for _, c := range o.Current {
-		if Wants(rs, c.Namespace, c.Name) {
+		if Wants(rs, c.Namespace, c.Name) && o.Object.Labelled(c.ObjectNamespace, c.ObjectName) {
 			rel = c
 		}
 	}
-	step := Step{Spec: o.Spec, ReleaseSpec: id, Release: rs.ReleaseName, Namespace: rs.Namespace, Hide: redactorOf(rs, rel)}
+	step := Step{Spec: o.Spec, ReleaseSpec: id, Release: rs.ReleaseName, Namespace: rs.Namespace, Object: o.Object.String(), Hide: redactorOf(rs, rel)}
 	if rel != nil {
 		step.Revision = rel.Revision
 		step.RollbackTo = rel.LastDeployedRevision
@@ -196,20 +216,63 @@ func planReleaseSpec(o Observation, id string, rs *config.ReleaseSpec, ro Releas
 			step.Desired.Revision = rel.Revision + 1
 		}
 	}
-	relState, relReason, err := ClassifyRelease(rel, o.Spec, id, o.Instance, want, o.Now, o.StaleAfter)
+	owner := Owner{Spec: o.Spec, ReleaseSpec: id, Instance: o.Instance, Object: o.Object}
+	relState, relReason, err := ClassifyRelease(rel, owner, want, o.Now, o.StaleAfter)
 	if err != nil {
 		return step, err
 	}
 	step.Action = Decide(state, relState, rs.OnChange)
-	switch step.Action {
-	case ActionUninstall:
+	switch {
+	case state == TriggerConflict || state == TriggerOverLimit:
 		step.Reason = triggerReason
-	case ActionInstall:
+	case step.Action == ActionUninstall:
+		step.Reason = triggerReason
+	case step.Action == ActionInstall:
 		step.Reason = triggerReason + ", release not found"
 	default:
 		step.Reason = relReason
 	}
 	return step, nil
+}
+
+// TriggerOf is the trigger's state in an observation and why: as the live
+// read found it, unless another spec claims the object or it is past its
+// spec's maxObjects; TriggerSpecRemoved for a removed spec.
+func TriggerOf(o Observation) (TriggerState, string) {
+	if o.Config == nil {
+		return TriggerSpecRemoved, "spec removed from config"
+	}
+	if o.OutOfScope {
+		// Decided from the config alone: the object need not be readable.
+		return TriggerUnlabelled, "object is in a namespace the selector no longer covers"
+	}
+	state, reason := Evaluate(o.Config.Trigger, o.Trigger)
+	return claimed(o, state, reason)
+}
+
+// claimed turns a wanted trigger into a conflict when other specs claim the
+// object too, and into over-limit when its selector spec serves enough
+// objects already. Neither is a reason to remove anything.
+func claimed(o Observation, state TriggerState, reason string) (TriggerState, string) {
+	if !o.Trigger.Found {
+		return state, reason
+	}
+	// A conflict needs this spec among the claimants: an object this spec
+	// no longer selects is simply not its object any more, whoever else
+	// claims it.
+	if len(o.Claimants) > 1 && contains(o.Claimants, o.Spec) {
+		return TriggerConflict, fmt.Sprintf("trigger object is claimed by specs %s: one object may serve one spec only; autox installs, upgrades and removes nothing for it until one spec lets it go",
+			strings.Join(o.Claimants, ", "))
+	}
+	if state.Wanted() && o.OverLimit {
+		return TriggerOverLimit, fmt.Sprintf("past maxObjects (%d) of the spec: objects before it in namespace/name order are served first; it keeps what it has and gets nothing new", o.Config.Trigger.MaxObjects)
+	}
+	return state, reason
+}
+
+// releaseObject names the object a release's labels name ("" for none).
+func releaseObject(rel *Release) string {
+	return Object{Namespace: rel.ObjectNamespace, Name: rel.ObjectName}.String()
 }
 
 // Wants reports whether release spec rs (nil: none) wants the release of
@@ -219,13 +282,41 @@ func Wants(rs *config.ReleaseSpec, namespace, name string) bool {
 	return rs != nil && rs.Namespace == namespace && rs.ReleaseName == name
 }
 
-// WantedBy reports whether cfg has a release spec that wants this release.
-func WantedBy(cfg *config.Config, spec, releaseSpec, namespace, name string) bool {
-	s := cfg.Specs[spec]
+// WantedBy reports whether cfg has a release spec that wants this release,
+// judged from its record. A selector spec's release is wanted when its
+// object labels name an object the spec can select and its name is the one
+// the release spec renders for that object; when the label holds a long
+// name's hash the name cannot be rendered, and the object's own reconcile
+// decides (true here).
+func WantedBy(cfg *config.Config, r Record) bool {
+	s := cfg.Specs[r.Spec]
 	if s == nil {
 		return false
 	}
-	return Wants(s.ReleaseSpecs[releaseSpec], namespace, name)
+	rs := s.ReleaseSpecs[r.ReleaseSpec]
+	if rs == nil {
+		return false
+	}
+	if !s.Trigger.IsSelector() {
+		return r.ObjectName == "" && Wants(rs, r.Namespace, r.Name)
+	}
+	if r.ObjectName == "" || !contains(cfg.TriggerNamespaces(s.Trigger), r.ObjectNamespace) {
+		return false
+	}
+	if !ObjectLabelIsName(r.ObjectName) {
+		return true
+	}
+	forObj, err := s.ForObject(r.Spec, r.ObjectNamespace, r.ObjectName)
+	return err == nil && Wants(forObj.ReleaseSpecs[r.ReleaseSpec], r.Namespace, r.Name)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
 
 // OrphanSpecs returns, sorted, the names of specs that have releases cfg does
@@ -235,7 +326,7 @@ func OrphanSpecs(cfg *config.Config, recs []Record) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, r := range recs {
-		if WantedBy(cfg, r.Spec, r.ReleaseSpec, r.Namespace, r.Name) || seen[r.Spec] {
+		if seen[r.Spec] || WantedBy(cfg, r) {
 			continue
 		}
 		seen[r.Spec] = true

@@ -22,6 +22,9 @@ type Release struct {
 	// Instance is the autox instance label; DefaultInstance for an autox
 	// release without one, "" for a release that is not autox's (see Managed).
 	Instance string
+	// ObjectNamespace and ObjectName are the object labels of a selector
+	// spec's release (see ObjectLabel), both "" for a named spec's.
+	ObjectNamespace, ObjectName string
 
 	Revision     int
 	Status       release.Status
@@ -54,6 +57,20 @@ type Release struct {
 // release with only one of them was not made by autox.
 func (r *Release) Managed() bool { return r.Spec != "" && r.ReleaseSpec != "" }
 
+// Owner is who a release belongs to: an instance's release spec of a spec,
+// and for a selector spec the object it serves.
+type Owner struct {
+	Spec, ReleaseSpec, Instance string
+	Object                      Object
+}
+
+// OwnerOf is the owner a release's labels name; its object is as labelled
+// (a long name in its hashed form).
+func OwnerOf(r *Release) Owner {
+	return Owner{Spec: r.Spec, ReleaseSpec: r.ReleaseSpec, Instance: r.Instance,
+		Object: Object{Namespace: r.ObjectNamespace, Name: r.ObjectName}}
+}
+
 // OwnedBy reports whether the release is autox's and belongs to that instance.
 func (r *Release) OwnedBy(instance string) bool { return r.Managed() && r.Instance == instance }
 
@@ -66,10 +83,29 @@ type Record struct {
 	ReleaseSpec string
 	// Instance follows the same defaulting as Release.Instance.
 	Instance string
-	Revision int
-	Status   string
+	// ObjectNamespace and ObjectName as for Release.
+	ObjectNamespace, ObjectName string
+	Revision                    int
+	Status                      string
 	// Digest and AutoxRevision are autox's digest and revision labels
 	// ("" and 0 when absent).
 	Digest        string
 	AutoxRevision int
+}
+
+// TriggerObject is the object a selector spec's release serves (zero for a
+// named spec's): from its object labels, and for a long name, whose label
+// holds only a prefix and a hash, the whole name from the `autox.trigger`
+// values autox injected, if it gives that label.
+func (r *Release) TriggerObject() Object {
+	o := Object{Namespace: r.ObjectNamespace, Name: r.ObjectName}
+	if o.IsZero() || ObjectLabelIsName(r.ObjectName) {
+		return o
+	}
+	trig, _ := r.Values["autox"].(map[string]interface{})
+	trig, _ = trig["trigger"].(map[string]interface{})
+	if name, _ := trig["name"].(string); name != "" && ObjectLabel(name) == r.ObjectName {
+		o.Name = name
+	}
+	return o
 }

@@ -22,10 +22,20 @@ const (
 	TriggerSpecRemoved
 	// TriggerWanted: the object exists with every trigger label set.
 	TriggerWanted
+	// TriggerConflict: the object is wanted, but another spec claims it too
+	// (a named trigger of one spec matched by another's selector, or two
+	// selectors): nothing is installed or upgraded for it, and nothing it
+	// has is removed for that reason.
+	TriggerConflict
+	// TriggerOverLimit: the object is wanted, but its selector spec already
+	// serves maxObjects objects that come before it in name order: it gets
+	// nothing new, and keeps what it has.
+	TriggerOverLimit
 )
 
 var triggerStateNames = map[TriggerState]string{
 	TriggerAbsent: "absent", TriggerUnlabelled: "unlabelled", TriggerSpecRemoved: "spec-removed", TriggerWanted: "wanted",
+	TriggerConflict: "conflict", TriggerOverLimit: "over-limit",
 }
 
 func (s TriggerState) String() string { return triggerStateNames[s] }
@@ -86,6 +96,12 @@ const (
 // Decide maps a trigger state and a release state to one action. It is the
 // only place where that choice is made; run and plan both use it.
 func Decide(trigger TriggerState, rel ReleaseState, onChange string) Action {
+	switch trigger {
+	case TriggerConflict:
+		return ActionConflict
+	case TriggerOverLimit:
+		return ActionNone
+	}
 	if !trigger.Wanted() {
 		switch rel {
 		case ReleaseAbsent, ReleaseConflict:
@@ -126,24 +142,32 @@ type Want struct {
 }
 
 // ClassifyRelease says what state rel is in relative to want, for the
-// release spec (spec, releaseSpec) of autox instance instance. rel may be nil
+// release spec, instance and object of owner. rel may be nil
 // (no release of that name). want may be nil when the trigger is not wanted;
 // then a managed deployed release is reported in sync (nothing to compare).
 // staleAfter is how old a pending release must be before it counts as left
 // behind by a dead process; its age is the time since its record was last
 // written, and an unknown time means it may still be worked on.
-func ClassifyRelease(rel *Release, spec, releaseSpec, instance string, want *Want, now time.Time, staleAfter time.Duration) (ReleaseState, string, error) {
+func ClassifyRelease(rel *Release, owner Owner, want *Want, now time.Time, staleAfter time.Duration) (ReleaseState, string, error) {
 	if rel == nil {
 		return ReleaseAbsent, "release not found", nil
 	}
 	if !rel.Managed() {
 		return ReleaseConflict, "a release of this name exists without autox labels; remove or rename it", nil
 	}
-	if rel.Instance != instance {
+	if rel.Instance != owner.Instance {
 		return ReleaseConflict, fmt.Sprintf("a release of this name belongs to autox instance %q", rel.Instance), nil
 	}
-	if rel.Spec != spec || rel.ReleaseSpec != releaseSpec {
+	if rel.Spec != owner.Spec || rel.ReleaseSpec != owner.ReleaseSpec {
 		return ReleaseConflict, fmt.Sprintf("a release of this name belongs to spec %q, release spec %q", rel.Spec, rel.ReleaseSpec), nil
+	}
+	if !owner.Object.Labelled(rel.ObjectNamespace, rel.ObjectName) {
+		// Two objects whose names render the same release name (the same
+		// name in two namespaces, releases in one): the first keeps it.
+		if rel.ObjectName == "" {
+			return ReleaseConflict, "a release of this name belongs to this spec from before it had a selector", nil
+		}
+		return ReleaseConflict, fmt.Sprintf("a release of this name belongs to object %s/%s of this spec", rel.ObjectNamespace, rel.ObjectName), nil
 	}
 	switch {
 	case rel.Status.IsPending() || rel.Status == release.StatusUninstalling:

@@ -24,7 +24,17 @@ func TestDecideTable(t *testing.T) {
 		ReleaseStaleUpgrade:        {ActionUninstall, ActionUninstall},
 		ReleaseStaleInstall:        {ActionUninstall, ActionUninstall},
 	}
+	// Conflict and over-limit never write: a conflict reports, over-limit keeps.
+	all := func(a Action) map[ReleaseState]row {
+		m := map[ReleaseState]row{}
+		for rs := range releaseStateNames {
+			m[rs] = row{a, a}
+		}
+		return m
+	}
 	want := map[TriggerState]map[ReleaseState]row{
+		TriggerConflict:    all(ActionConflict),
+		TriggerOverLimit:   all(ActionNone),
 		TriggerAbsent:      notWanted,
 		TriggerUnlabelled:  notWanted,
 		TriggerSpecRemoved: notWanted,
@@ -105,7 +115,7 @@ func TestClassifyRelease(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st, reason, err := ClassifyRelease(tc.rel, "s", "r", "autox", tc.want, now, stale)
+			st, reason, err := ClassifyRelease(tc.rel, Owner{Spec: "s", ReleaseSpec: "r", Instance: "autox"}, tc.want, now, stale)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,7 +164,7 @@ func TestInSync(t *testing.T) {
 		{"unlabelled and nothing installed", Trigger{Found: true}, nil, ids, true},
 	}
 	for _, tc := range cases {
-		if got := InSync("web", spec, tc.obs, tc.recs, tc.ids); got != tc.want {
+		if got := InSync("web", spec, Object{}, tc.obs, tc.recs, tc.ids); got != tc.want {
 			t.Errorf("%s: InSync = %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -18,6 +18,9 @@ func Evaluate(t config.Trigger, obs Trigger) (TriggerState, string) {
 	if !obs.Found {
 		return TriggerAbsent, "trigger not found"
 	}
+	if t.IsSelector() && !t.Matches(obs.Labels) {
+		return TriggerUnlabelled, "object no longer matches the selector"
+	}
 	var missing []string
 	for _, l := range t.Labels {
 		if obs.Labels[l] == "" {
