@@ -51,6 +51,11 @@ type Options struct {
 	// RequestCount, if set, counts API requests made so far (for the pass log).
 	RequestCount func() int64
 	Log          zerolog.Logger
+
+	// ValuesCoalesce is how long an event of a values source waits before
+	// its keys are reconciled, so that sources changed together make one
+	// upgrade (--values-coalesce; default 2s).
+	ValuesCoalesce time.Duration
 }
 
 // Controller runs informers, the queue, the workers and the periodic pass.
@@ -61,6 +66,11 @@ type Controller struct {
 	queue     workqueue.TypedDelayingInterface[string]
 	informers *informerSet
 	backoff   *Backoff
+
+	// sources watch the values sources the config references; unlike
+	// trigger informers they do not hold readiness back (a Secret autox
+	// may not list is an error of its release spec, reported there).
+	sources *informerSet
 
 	index    atomic.Pointer[triggerIndex]
 	stopping atomic.Bool
@@ -92,13 +102,17 @@ func NewController(opts Options) *Controller {
 	if opts.RetryMax <= 0 {
 		opts.RetryMax = 5 * time.Minute
 	}
+	if opts.ValuesCoalesce <= 0 {
+		opts.ValuesCoalesce = defaultValuesCoalesce
+	}
 	if opts.Backoff == nil {
 		opts.Backoff = NewBackoff(opts.RetryBase, opts.RetryMax)
 	}
 	c := &Controller{opts: opts, rec: opts.Reconciler, state: opts.Reconciler.State(), backoff: opts.Backoff}
 	c.queue = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
 		Name: "autox", MetricsProvider: opts.Metrics.queueProvider()})
-	c.informers = newInformerSet(opts.Metadata, c.onTriggerEvent, opts.Log)
+	c.informers = newInformerSet(opts.Metadata, triggerInformerKeys, c.onTriggerEvent, opts.Log)
+	c.sources = newInformerSet(opts.Metadata, sourceInformerKeys, c.onSourceEvent, opts.Log)
 	c.index.Store(buildIndex(c.Config()))
 	return c
 }
@@ -117,6 +131,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	// Whichever way Run returns, the queue and the informers (a config
 	// applied during start-up cleanup may have started some) end with it.
 	defer c.informers.stopAll()
+	defer c.sources.stopAll()
 	defer c.queue.ShutDown()
 	// Helm operations run on their own context: a stop must not cut a chart
 	// group in half. It is cancelled only when the shutdown timeout runs out,
@@ -133,6 +148,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 
 	c.informers.sync(ctx, c.Config())
+	c.sources.sync(ctx, c.Config())
 	// Retries a previous term scheduled went with its queue: schedule them
 	// again, when they are due, or the pass would leave them waiting.
 	now := time.Now()
@@ -327,15 +343,17 @@ func (c *Controller) runPass(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	// Values sources are read live, each object once for the whole pass.
+	sources := newSourceCache(c.rec.opts.Sources)
 	claims := c.rec.claimIndex(cfg)
 	for _, name := range names {
 		spec := cfg.Specs[name]
 		if spec.Trigger.IsSelector() {
-			c.passSelector(cfg, claims, name, observed, bySpec[name], unread, add)
+			c.passSelector(ctx, cfg, claims, sources, name, observed, bySpec[name], unread, add)
 			continue
 		}
 		objects, listed := observed[keyFor(spec.Trigger)]
-		if listed && !usesAny(spec, unread) && decide.InSync(name, spec, decide.Object{}, objects[spec.Trigger.Name], bySpec[name], c.chartIDs(spec, cfg.Dir)) {
+		if listed && !usesAny(spec, unread) && decide.InSync(name, spec, decide.Object{}, objects[spec.Trigger.Name], bySpec[name], c.chartIDs(spec, cfg.Dir), sources.sourcesOf(ctx, spec)) {
 			continue
 		}
 		add(name)
@@ -348,7 +366,7 @@ func (c *Controller) runPass(ctx context.Context) {
 // their Event) and then left alone: nothing can change for them until an
 // event or a new config says otherwise. A listing that failed queues the
 // spec's sweep, which reports it and retries; it removes nothing.
-func (c *Controller) passSelector(cfg *config.Config, claims *decide.ClaimIndex, name string, observed map[informerKey]map[string]decide.Trigger,
+func (c *Controller) passSelector(ctx context.Context, cfg *config.Config, claims *decide.ClaimIndex, sources *sourceCache, name string, observed map[informerKey]map[string]decide.Trigger,
 	recs []helmops.Record, unread map[string]bool, add func(string)) {
 	spec := cfg.Specs[name]
 	t := spec.Trigger
@@ -391,7 +409,7 @@ func (c *Controller) passSelector(cfg *config.Config, claims *decide.ClaimIndex,
 			}
 		}
 		forObj, err := spec.ForObject(name, o.Namespace, o.Name)
-		if err == nil && !usesAny(forObj, unread) && decide.InSync(name, forObj, o, obs, objRecs, ids) {
+		if err == nil && !usesAny(forObj, unread) && decide.InSync(name, forObj, o, obs, objRecs, ids, sources.sourcesOf(ctx, forObj)) {
 			continue
 		}
 		add(key)
@@ -591,6 +609,7 @@ func (c *Controller) ApplyConfig(ctx context.Context, cfg *config.Config) config
 	c.index.Store(buildIndex(cfg))
 	changes := config.Diff(old, cfg)
 	c.informers.sync(ctx, cfg)
+	c.sources.sync(ctx, cfg)
 	touched := append(append(append([]string{}, changes.RemovedSpecs...), changes.AddedSpecs...), changes.ChangedSpecs...)
 	for _, r := range changes.RemovedReleaseSpecs {
 		touched = append(touched, r.Spec)
@@ -703,15 +722,17 @@ func keyOf(t config.Trigger) triggerKey {
 	return triggerKey{Group: t.Group, Resource: t.Resource, Namespace: t.Namespace, Name: t.Name}
 }
 
-// triggerIndex maps trigger objects to the named specs that name them, and
-// selector informers to the selector specs that watch with them.
+// triggerIndex maps trigger objects to the named specs that name them,
+// selector informers to the selector specs that watch with them, and values
+// source informers to the keys that use the source.
 type triggerIndex struct {
 	specs     map[triggerKey][]string
 	selectors map[informerKey][]string
+	sources   map[informerKey][]sourceUser
 }
 
 func buildIndex(cfg *config.Config) *triggerIndex {
-	idx := &triggerIndex{specs: map[triggerKey][]string{}, selectors: map[informerKey][]string{}}
+	idx := &triggerIndex{specs: map[triggerKey][]string{}, selectors: map[informerKey][]string{}, sources: sourceUsers(cfg)}
 	for _, name := range cfg.SpecNames() {
 		t := cfg.Specs[name].Trigger
 		if t.IsSelector() {

@@ -106,7 +106,7 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts helmops.ChartSource, helmTimeout time.Duration,
 	m *triggers.Metrics, events record.EventRecorder, log zerolog.Logger) *triggers.Reconciler {
 	return triggers.NewReconciler(triggers.ReconcilerOptions{
-		Helm: d.helm, Charts: charts, Triggers: triggers.TriggerReader{Client: d.meta, Mapper: d.mapper},
+		Helm: d.helm, Charts: charts, Triggers: triggers.TriggerReader{Client: d.meta, Mapper: d.mapper}, Sources: triggers.SourceReader{Client: d.client},
 		State: state, StaleAfter: helmTimeout + 30*time.Second, Log: log, Metrics: m, Events: events,
 	})
 }
