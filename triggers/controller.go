@@ -660,7 +660,7 @@ func claimNeighbours(old, cfg *config.Config, touched []string) []string {
 	return out
 }
 
-func contains(list []string, s string) bool {
+func contains[T comparable](list []T, s T) bool {
 	for _, x := range list {
 		if x == s {
 			return true

@@ -163,7 +163,7 @@ func sourceUsers(cfg *config.Config) map[informerKey][]sourceUser {
 	add := func(rs *config.ReleaseSpec, u sourceUser) {
 		for _, ref := range rs.ValuesFrom {
 			k := informerKey{GVR: sourceGVR(ref.Kind), Namespace: rs.Namespace, Name: ref.Name}
-			if !containsUser(out[k], u) {
+			if !contains(out[k], u) {
 				out[k] = append(out[k], u)
 			}
 		}
@@ -213,15 +213,6 @@ func sourceUsers(cfg *config.Config) map[informerKey][]sourceUser {
 		}
 	}
 	return out
-}
-
-func containsUser(list []sourceUser, u sourceUser) bool {
-	for _, x := range list {
-		if x == u {
-			return true
-		}
-	}
-	return false
 }
 
 // onSourceEvent queues, after the coalescing delay, the keys that use a
