@@ -35,9 +35,9 @@ type ChartID struct{ Name, Version string }
 // chart of each release spec id the caller could identify; a missing one
 // means "not sure". sources gives what the pass read of each release spec's
 // valuesFrom (nil: nothing read), since the digest covers the merged values;
-// a release spec whose sources could not be read is "not sure" too. It answers false whenever it cannot be sure; the spec
-// then gets the full reconcile, which decodes the releases and compares chart
-// and values for real. It never answers true for a release another Helm
+// a release spec whose sources could not be read is "not sure" too. It
+// answers false whenever it cannot be sure; the spec then gets the full
+// reconcile, which decodes the releases and compares chart and values for real. It never answers true for a release another Helm
 // client changed: that write made a revision autox's revision label does not
 // name.
 func InSync(specName string, spec *config.Spec, obj Object, trig Trigger, recs []Record, charts map[string]ChartID, sources SourcesOf) bool {
