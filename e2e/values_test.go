@@ -341,3 +341,43 @@ func TestValuesFromSecretInErrors(t *testing.T) {
 	p.Stop(patience)
 	e.noneShows(p, bad, "fine-label-9931")
 }
+
+// TestValuesFromConfigChange: valuesFrom added by a config reload is read
+// and then followed (its watch starts with the config); removed, the
+// Secret no longer matters (its watch stops).
+func TestValuesFromConfigChange(t *testing.T) {
+	e := newEnv(t)
+	e.deployment("web", version("1.0.0"))
+	e.putSecret("creds", map[string]string{"values.yaml": "password: pw-one-5150\n"})
+	without := webSpec(`
+      app:
+        chart: {path: {{.Charts}}/hello}
+`)
+	with := without + "        valuesFrom: [{kind: Secret, name: creds}]\n"
+	k := testenv.NewKubeletDir(t, "config.yaml", e.render(without))
+	p := e.run(k.Path(), "--config-debounce", "50ms", "--resync", "1h")
+	e.waitRelease("web-app", "installed", deployedAt(1))
+
+	k.Update(e.render(with))
+	e.waitRelease("web-app", "upgraded with the Secret's values", func(r *helmops.Release) bool {
+		return r != nil && r.Revision == 2 && r.Values["password"] == "pw-one-5150"
+	})
+	e.putSecret("creds", map[string]string{"values.yaml": "password: pw-two-5150\n"})
+	e.waitRelease("web-app", "upgraded after the Secret changed", func(r *helmops.Release) bool {
+		return r != nil && r.Revision == 3 && r.Values["password"] == "pw-two-5150"
+	})
+
+	k.Update(e.render(without))
+	e.waitRelease("web-app", "upgraded without the Secret's values", func(r *helmops.Release) bool {
+		_, has := r.Values["password"]
+		return r != nil && r.Revision == 4 && !has
+	})
+	e.waitLog(p, `"message":"informer stopped"`) // the only informer this test stops: the Secret's
+	e.putSecret("creds", map[string]string{"values.yaml": "password: pw-three-5150\n"})
+	time.Sleep(4 * time.Second)
+	if r := e.release("web-app"); r.Revision != 4 {
+		t.Errorf("a Secret no longer referenced changed the release: revision %d", r.Revision)
+	}
+	p.Stop(patience)
+	e.noneShows(p, "pw-one-5150", "pw-two-5150", "pw-three-5150")
+}
