@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -380,4 +381,58 @@ func TestValuesFromConfigChange(t *testing.T) {
 	}
 	p.Stop(patience)
 	e.noneShows(p, "pw-one-5150", "pw-two-5150", "pw-three-5150")
+}
+
+// TestValuesFromUnreadableSource: a read of a values source that fails
+// (not NotFound: an API error, as RBAC or a timeout gives) changes nothing:
+// no upgrade, no uninstall, a ValuesSourceFailed Event; once reads work
+// again the release follows the Secret.
+func TestValuesFromUnreadableSource(t *testing.T) {
+	e := newEnv(t)
+	proxy, err := cluster.NewProxy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	kubeconfig, err := cluster.ProxyKubeconfig(proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.deployment("web", version("1.0.0"))
+	e.putSecret("creds", map[string]string{"values.yaml": "password: pw-one-1234\n"})
+	p := e.run(e.writeConfig(webSpec(`
+      app:
+        chart: {path: {{.Charts}}/hello}
+        valuesFrom: [{kind: Secret, name: creds}]
+`)), "--kubeconfig", kubeconfig)
+	e.waitRelease("web-app", "installed", deployedAt(1))
+
+	getsCreds := func(r *http.Request) bool {
+		return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/secrets/creds")
+	}
+	for _, status := range []int{http.StatusForbidden, http.StatusNotFound, http.StatusInternalServerError} {
+		proxy.FailMatching(status, getsCreds)
+		from := proxy.Failed()
+		e.putSecret("creds", map[string]string{"values.yaml": fmt.Sprintf("password: pw-%d-1234\n", status)})
+		testenv.Eventually(t, patience, fmt.Sprintf("failed reads of the Secret (%d)", status), func() (bool, error) { return proxy.Failed() >= from+3, nil })
+		if r := e.release("web-app"); r == nil || r.Revision != 1 || r.Values["password"] != "pw-one-1234" {
+			t.Fatalf("the release changed while its Secret could not be read (%d): %+v", status, r)
+		}
+	}
+	testenv.Eventually(t, patience, "a ValuesSourceFailed Event", func() (bool, error) {
+		for _, ev := range e.eventsOf("web") {
+			if ev.Reason == "ValuesSourceFailed" && strings.Contains(ev.Message, "cannot read Secret "+e.ns+"/creds") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if helmWrites(p) != 1 {
+		t.Errorf("%d Helm writes, want the install only", helmWrites(p))
+	}
+	proxy.FailWith(0)
+	e.waitRelease("web-app", "upgraded once the Secret can be read", func(r *helmops.Release) bool {
+		return r != nil && r.Revision == 2 && r.Values["password"] == "pw-500-1234"
+	})
+	p.Stop(patience)
 }
