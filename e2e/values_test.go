@@ -178,6 +178,7 @@ func TestValuesFromFollowChanges(t *testing.T) {
 
 	// The same content written again (a new resourceVersion): no Helm call.
 	before = upgrades(p)
+	idle := strings.Count(p.Output(), `"message":"nothing to do for release"`)
 	sec, err := cluster.Client.CoreV1().Secrets(e.ns).Get(context.Background(), "creds", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +187,9 @@ func TestValuesFromFollowChanges(t *testing.T) {
 	if _, err := cluster.Client.CoreV1().Secrets(e.ns).Update(context.Background(), sec, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitLog(p, `"message":"nothing to do for release"`)
+	testenv.Eventually(t, patience, "a reconcile after the rewrite", func() (bool, error) {
+		return strings.Count(p.Output(), `"message":"nothing to do for release"`) > idle, nil
+	})
 	time.Sleep(4 * time.Second)
 	if r := e.release("web-app"); r.Revision != 3 || upgrades(p) != before {
 		t.Errorf("a rewrite with the same content: revision %d, %d upgrades", r.Revision, upgrades(p)-before)

@@ -40,7 +40,7 @@ func (r SourceReader) Get(ctx context.Context, kind, namespace, name string) (bo
 	case config.KindSecret:
 		s, gerr := r.Client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err = gerr; err == nil {
-			data = make(map[string]string, len(s.Data)+len(s.StringData))
+			data = make(map[string]string, len(s.Data))
 			for k, v := range s.Data {
 				data[k] = string(v)
 			}
