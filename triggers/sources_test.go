@@ -12,6 +12,7 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/releasetest"
 	"github.com/autox-dev/autox/triggers/decide"
 )
 
@@ -197,4 +198,53 @@ func TestSourceReader(t *testing.T) {
 	if _, _, err := r.Get(ctx, config.KindSecret, "no-such-namespace-x", "s"); err != nil {
 		t.Errorf("a Secret of a namespace that does not exist: %v (the API server says NotFound)", err)
 	}
+}
+
+// TestSelectorObjectsFollowTheirSources: a selector spec whose releases
+// live in each object's namespace reads each object's Secret there, and a
+// change of one namespace's Secret upgrades the releases of that
+// namespace's objects only. (The config is built by hand: the selector
+// config API is not loadable on this branch yet.)
+func TestSelectorObjectsFollowTheirSources(t *testing.T) {
+	h := newHarness(t)
+	ns2 := cluster.Namespace(t)
+	ctx := context.Background()
+	put := func(ns, pw string) {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns}, StringData: map[string]string{"values.yaml": "greeting: " + pw}}
+		if _, err := cluster.Client.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err == nil {
+			return
+		}
+		if _, err := cluster.Client.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(h.ns, "pw-ns1")
+	put(ns2, "pw-ns2")
+	labels := map[string]string{"exp": "on", "app.kubernetes.io/version": "1"}
+	cluster.CreateDeployment(t, h.ns, "a", labels)
+	cluster.CreateDeployment(t, ns2, "b", labels)
+	cfg := &config.Config{Namespaces: []string{h.ns, ns2}, Dir: h.dir, Specs: map[string]*config.Spec{
+		"exp": {Trigger: config.Trigger{Group: "apps", Version: "v1", Resource: "deployments",
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"exp": "on"}}, Labels: []string{"app.kubernetes.io/version"}, MaxObjects: 10},
+			ReleaseSpecs: map[string]*config.ReleaseSpec{"r": {Chart: config.Chart{Path: h.charts + "/hello"}, ReleaseName: config.DefaultSelectorReleaseName,
+				OnChange: config.OnChangeUpgrade, ValuesFrom: []config.ValuesFrom{{Kind: config.KindSecret, Name: "creds", Key: config.DefaultValuesKey}}}}},
+	}}
+	h.start(cfg, time.Hour)
+	in2 := releasetest.Releases{T: t, Helm: h.helm, Namespace: ns2, Patience: patience}
+	at := func(rev int, greeting string) func(*helmops.Release) bool {
+		return func(r *helmops.Release) bool {
+			return r != nil && r.Revision == rev && r.Values["greeting"] == greeting
+		}
+	}
+	h.releases().Wait("a-r", "installed with its namespace's Secret", at(1, "pw-ns1"))
+	in2.Wait("b-r", "installed with its namespace's Secret", at(1, "pw-ns2"))
+
+	put(ns2, "pw-ns2-new")
+	in2.Wait("b-r", "upgraded after its namespace's Secret changed", at(2, "pw-ns2-new"))
+	time.Sleep(3 * time.Second)
+	if r := h.release("a-r"); r.Revision != 1 {
+		t.Errorf("a-r upgraded by another namespace's Secret: revision %d", r.Revision)
+	}
+	put(h.ns, "pw-ns1-new")
+	h.releases().Wait("a-r", "upgraded after its namespace's Secret changed", at(2, "pw-ns1-new"))
 }
