@@ -326,6 +326,10 @@ func checkShape(node interface{}, typ reflect.Type, at location, problems *[]Pro
 		default:
 			add(fmt.Sprintf("must be a string, got %s", describe(node)))
 		}
+	case reflect.Bool:
+		if _, ok := node.(bool); !ok {
+			add(fmt.Sprintf("must be true or false, got %s", describe(node)))
+		}
 	}
 }
 

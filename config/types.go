@@ -94,6 +94,9 @@ type ReleaseSpec struct {
 	OnChange  string `json:"onChange,omitempty"`
 	// Values are the user's chart values; they may hold secrets and are never logged.
 	Values map[string]interface{} `json:"values,omitempty"`
+	// ValuesFrom are Secrets and ConfigMaps in the release's namespace whose
+	// content goes into the values, in order, under Values (see ValuesFrom).
+	ValuesFrom []ValuesFrom `json:"valuesFrom,omitempty"`
 }
 
 // Chart says where a chart comes from: a local Path, or Repo+Name+Version.

@@ -59,6 +59,7 @@ func applyDefaults(cfg *Config) {
 			if rs.OnChange == "" {
 				rs.OnChange = OnChangeUpgrade
 			}
+			defaultValuesFrom(rs)
 		}
 	}
 }
@@ -386,6 +387,7 @@ func validateReleaseSpec(c *checker, p string, rs *ReleaseSpec, cfg *Config, sel
 	if _, has := rs.Values[InjectedValuesKey]; has {
 		c.add(p+".values."+InjectedValuesKey, "is reserved: autox sets it to the trigger's identity and labels; rename your key")
 	}
+	validateValuesFrom(c, p+".valuesFrom", rs.ValuesFrom)
 
 	ch := rs.Chart
 	cp := p + ".chart"

@@ -8,11 +8,16 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -50,15 +55,7 @@ func render(t *testing.T, dir string) []*unstructured.Unstructured {
 func TestExampleOverlayIsValidKubernetes(t *testing.T) {
 	ctx := context.Background()
 	objs := render(t, "overlays/example")
-	dyn, err := dynamic.NewForConfig(cluster.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	groups, err := restmapper.GetAPIGroupResources(cluster.Client.Discovery())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDiscoveryRESTMapper(groups)
+	dyn, mapper := clients(t)
 
 	kinds := map[string]*unstructured.Unstructured{}
 	for _, o := range objs {
@@ -146,5 +143,132 @@ func checkConfig(t *testing.T, cm *unstructured.Unstructured) {
 	data, _, _ := unstructured.NestedString(cm.Object, "data", "config.yaml")
 	if _, err := config.Parse([]byte(data), "/etc/autox"); err != nil {
 		t.Errorf("the example config is not valid: %v", err)
+	}
+}
+
+// TestValuesSourcesRBAC: the values-sources Role grants the Secrets and
+// ConfigMaps the example config references, by name, in the release's
+// namespace — and the API server lets autox's ServiceAccount read and watch
+// them the way autox does (GET, and LIST/WATCH with a field selector on the
+// name), and nothing else.
+func TestValuesSourcesRBAC(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := config.Load("overlays/example/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := map[string]map[string]bool{} // namespace/resource -> names
+	for _, o := range render(t, "values-sources") {
+		if o.GetKind() != "Role" && o.GetKind() != "RoleBinding" {
+			t.Errorf("unexpected %s %s", o.GetKind(), o.GetName())
+			continue
+		}
+		if o.GetKind() == "Role" {
+			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+			for _, r := range rules {
+				rule := r.(map[string]interface{})
+				verbs, _, _ := unstructured.NestedStringSlice(rule, "verbs")
+				names, _, _ := unstructured.NestedStringSlice(rule, "resourceNames")
+				resources, _, _ := unstructured.NestedStringSlice(rule, "resources")
+				if strings.Join(verbs, ",") != "get,list,watch" || len(names) == 0 {
+					t.Errorf("rule %v: want get, list, watch narrowed by resourceNames", rule)
+				}
+				for _, res := range resources {
+					for _, n := range names {
+						k := o.GetNamespace() + "/" + res
+						if granted[k] == nil {
+							granted[k] = map[string]bool{}
+						}
+						granted[k][n] = true
+					}
+				}
+			}
+		}
+		if o.GetNamespace() == "" {
+			t.Fatalf("%s %s has no namespace", o.GetKind(), o.GetName())
+		}
+		if _, err := cluster.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.GetNamespace()}}, metav1.CreateOptions{}); testenv.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
+		apply(t, o)
+	}
+	resourceOf := map[string]string{config.KindSecret: "secrets", config.KindConfigMap: "configmaps"}
+	refs := 0
+	for _, name := range cfg.SpecNames() {
+		for _, rs := range cfg.Specs[name].ReleaseSpecs {
+			for _, ref := range rs.ValuesFrom {
+				refs++
+				if !granted[rs.Namespace+"/"+resourceOf[ref.Kind]][ref.Name] {
+					t.Errorf("the Role does not grant %s %s/%s that the example config references", ref.Kind, rs.Namespace, ref.Name)
+				}
+			}
+		}
+	}
+	if refs == 0 {
+		t.Fatal("the example config references no values source")
+	}
+
+	// As autox's ServiceAccount reads them.
+	ns := "default"
+	for _, n := range []string{"experiment-credentials", "other-secret"} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: ns}, StringData: map[string]string{"token": "t"}}
+		if _, err := cluster.Client.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); testenv.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	sa := rest.CopyConfig(cluster.Config)
+	sa.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:autox:autox"}
+	client, err := kubernetes.NewForConfig(sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := client.CoreV1().Secrets(ns)
+	byName := metav1.ListOptions{FieldSelector: "metadata.name=experiment-credentials"}
+	// RBAC caches nothing, but a fresh binding may take a moment to be seen.
+	testenv.Eventually(t, 30*time.Second, "the Role in force", func() (bool, error) {
+		_, err := secrets.Get(ctx, "experiment-credentials", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if _, err := secrets.List(ctx, byName); err != nil {
+		t.Errorf("list by name: %v", err)
+	}
+	w, err := secrets.Watch(ctx, byName)
+	if err != nil {
+		t.Errorf("watch by name: %v", err)
+	} else {
+		w.Stop()
+	}
+	if _, err := secrets.Get(ctx, "other-secret", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("get of a Secret not referenced: %v, want Forbidden", err)
+	}
+	if _, err := secrets.List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("list of every Secret: %v, want Forbidden", err)
+	}
+}
+
+// clients are a dynamic client and a REST mapper of the test cluster.
+func clients(t *testing.T) (*dynamic.DynamicClient, meta.RESTMapper) {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := restmapper.GetAPIGroupResources(cluster.Client.Discovery())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dyn, restmapper.NewDiscoveryRESTMapper(groups)
+}
+
+// apply creates or updates o for real.
+func apply(t *testing.T, o *unstructured.Unstructured) {
+	t.Helper()
+	dyn, mapper := clients(t)
+	mapping, err := mapper.RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(mapping.Resource).Namespace(o.GetNamespace()).Apply(context.Background(), o.GetName(), o, metav1.ApplyOptions{FieldManager: "autox-test"}); err != nil {
+		t.Fatalf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
 	}
 }

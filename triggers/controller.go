@@ -52,6 +52,11 @@ type Options struct {
 	// RequestCount, if set, counts API requests made so far (for the pass log).
 	RequestCount func() int64
 	Log          zerolog.Logger
+
+	// ValuesCoalesce is how long an event of a values source waits before
+	// its keys are reconciled, so that sources changed together make one
+	// upgrade (--values-coalesce; default 2s).
+	ValuesCoalesce time.Duration
 }
 
 // Controller runs informers, the queue, the workers and the periodic pass.
@@ -62,6 +67,11 @@ type Controller struct {
 	queue     workqueue.TypedDelayingInterface[string]
 	informers *informerSet
 	backoff   *Backoff
+
+	// sources watch the values sources the config references; unlike
+	// trigger informers they do not hold readiness back (a Secret autox
+	// may not list is an error of its release spec, reported there).
+	sources *informerSet
 
 	index    atomic.Pointer[triggerIndex]
 	stopping atomic.Bool
@@ -93,13 +103,17 @@ func NewController(opts Options) *Controller {
 	if opts.RetryMax <= 0 {
 		opts.RetryMax = 5 * time.Minute
 	}
+	if opts.ValuesCoalesce <= 0 {
+		opts.ValuesCoalesce = defaultValuesCoalesce
+	}
 	if opts.Backoff == nil {
 		opts.Backoff = NewBackoff(opts.RetryBase, opts.RetryMax)
 	}
 	c := &Controller{opts: opts, rec: opts.Reconciler, state: opts.Reconciler.State(), backoff: opts.Backoff}
 	c.queue = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
 		Name: "autox", MetricsProvider: opts.Metrics.queueProvider()})
-	c.informers = newInformerSet(opts.Metadata, c.onTriggerEvent, opts.Log)
+	c.informers = newInformerSet(opts.Metadata, triggerInformerKeys, c.onTriggerEvent, opts.Log)
+	c.sources = newInformerSet(opts.Metadata, sourceInformerKeys, c.onSourceEvent, opts.Log)
 	c.index.Store(buildIndex(c.Config()))
 	return c
 }
@@ -118,6 +132,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	// Whichever way Run returns, the queue and the informers (a config
 	// applied during start-up cleanup may have started some) end with it.
 	defer c.informers.stopAll()
+	defer c.sources.stopAll()
 	defer c.queue.ShutDown()
 	// Helm operations run on their own context: a stop must not cut a chart
 	// group in half. It is cancelled only when the shutdown timeout runs out,
@@ -134,6 +149,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 
 	c.informers.sync(ctx, c.Config())
+	c.sources.sync(ctx, c.Config())
 	// Retries a previous term scheduled went with its queue: schedule them
 	// again, when they are due, or the pass would leave them waiting.
 	now := time.Now()
@@ -332,11 +348,13 @@ func (c *Controller) runPass(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	// Values sources are read live, each object once for the whole pass.
+	sources := newSourceCache(c.rec.opts.Sources)
 	claims := c.rec.claimIndex(cfg)
 	for _, name := range names {
 		spec := cfg.Specs[name]
 		if spec.Trigger.IsSelector() {
-			c.passSelector(cfg, claims, name, observed, bySpec[name], unread, add)
+			c.passSelector(ctx, cfg, claims, sources, name, observed, bySpec[name], unread, add)
 			continue
 		}
 		objects, listed := observed[keyFor(spec.Trigger)]
@@ -346,7 +364,7 @@ func (c *Controller) runPass(ctx context.Context) {
 			c.noticeOnce(name, add) // in conflict: nothing to do but say so, once
 			continue
 		}
-		if listed && !usesAny(spec, unread) && decide.InSync(name, spec, decide.Object{}, objects[spec.Trigger.Name], bySpec[name], c.chartIDs(spec, cfg.Dir)) {
+		if listed && !usesAny(spec, unread) && decide.InSync(name, spec, decide.Object{}, objects[spec.Trigger.Name], bySpec[name], c.chartIDs(spec, cfg.Dir), sources.sourcesOf(ctx, spec)) {
 			continue
 		}
 		add(name)
@@ -359,7 +377,7 @@ func (c *Controller) runPass(ctx context.Context) {
 // their Event) and then left alone: nothing can change for them until an
 // event or a new config says otherwise. A listing that failed queues the
 // spec's sweep, which reports it and retries; it removes nothing.
-func (c *Controller) passSelector(cfg *config.Config, claims *decide.ClaimIndex, name string, observed map[informerKey]map[string]decide.Trigger,
+func (c *Controller) passSelector(ctx context.Context, cfg *config.Config, claims *decide.ClaimIndex, sources *sourceCache, name string, observed map[informerKey]map[string]decide.Trigger,
 	recs []helmops.Record, unread map[string]bool, add func(string)) {
 	spec := cfg.Specs[name]
 	t := spec.Trigger
@@ -400,7 +418,7 @@ func (c *Controller) passSelector(cfg *config.Config, claims *decide.ClaimIndex,
 			continue
 		}
 		forObj, err := spec.ForObject(name, o.Namespace, o.Name)
-		if err == nil && !usesAny(forObj, unread) && decide.InSync(name, forObj, o, obs, objRecs, ids) {
+		if err == nil && !usesAny(forObj, unread) && decide.InSync(name, forObj, o, obs, objRecs, ids, sources.sourcesOf(ctx, forObj)) {
 			continue
 		}
 		add(key)
@@ -600,6 +618,7 @@ func (c *Controller) ApplyConfig(ctx context.Context, cfg *config.Config) config
 	c.index.Store(buildIndex(cfg))
 	changes := config.Diff(old, cfg)
 	c.informers.sync(ctx, cfg)
+	c.sources.sync(ctx, cfg)
 	touched := append(append(append([]string{}, changes.RemovedSpecs...), changes.AddedSpecs...), changes.ChangedSpecs...)
 	for _, r := range changes.RemovedReleaseSpecs {
 		touched = append(touched, r.Spec)
@@ -659,7 +678,7 @@ func claimNeighbours(old, cfg *config.Config, touched []string) []string {
 	return out
 }
 
-func contains(list []string, s string) bool {
+func contains[T comparable](list []T, s T) bool {
 	for _, x := range list {
 		if x == s {
 			return true
@@ -721,15 +740,17 @@ func keyOf(t config.Trigger) triggerKey {
 	return triggerKey{Group: t.Group, Resource: t.Resource, Namespace: t.Namespace, Name: t.Name}
 }
 
-// triggerIndex maps trigger objects to the named specs that name them, and
-// selector informers to the selector specs that watch with them.
+// triggerIndex maps trigger objects to the named specs that name them,
+// selector informers to the selector specs that watch with them, and values
+// source informers to the keys that use the source.
 type triggerIndex struct {
 	specs     map[triggerKey][]string
 	selectors map[informerKey][]string
+	sources   map[informerKey][]sourceUser
 }
 
 func buildIndex(cfg *config.Config) *triggerIndex {
-	idx := &triggerIndex{specs: map[triggerKey][]string{}, selectors: map[informerKey][]string{}}
+	idx := &triggerIndex{specs: map[triggerKey][]string{}, selectors: map[informerKey][]string{}, sources: sourceUsers(cfg)}
 	for _, name := range cfg.SpecNames() {
 		t := cfg.Specs[name].Trigger
 		if t.IsSelector() {

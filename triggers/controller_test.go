@@ -54,6 +54,8 @@ type harness struct {
 	// metrics and reads are those of the controller started last.
 	metrics *Metrics
 	reads   *liveReads
+	// sources, if set, reads values sources (else a SourceReader).
+	sources ValuesSources
 }
 
 func newHarness(t *testing.T) *harness {
@@ -105,7 +107,11 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	}
 	state := NewConfigState(cfg)
 	reads := &liveReads{Triggers: TriggerReader{Client: meta}, metrics: m, reads: map[string][]*liveRead{}, config: state.Config}
-	rec := NewReconciler(ReconcilerOptions{Helm: helm, Charts: helmops.LocalCharts{}, Triggers: reads, Inventory: inv,
+	var sources ValuesSources = SourceReader{Client: cluster.Client}
+	if h.sources != nil {
+		sources = h.sources
+	}
+	rec := NewReconciler(ReconcilerOptions{Helm: helm, Charts: helmops.LocalCharts{}, Triggers: reads, Sources: sources, Inventory: inv,
 		State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(), Log: log, Metrics: m})
 	ctrl = NewController(Options{Reconciler: rec, Inventory: inv, Metadata: meta, Workers: 2, Resync: resync,
 		ShutdownTimeout: h.shutdown(), RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Backoff: h.backoff, Metrics: m, Log: log})

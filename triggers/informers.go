@@ -21,12 +21,17 @@ type runningInformer struct {
 
 // informerSet runs one metadata-only informer per (GVR, namespace, label
 // selector) that the config's triggers use; a selector informer watches with
-// its selector, so objects outside it cost nothing. Informers are hints:
+// its selector, so objects outside it cost nothing. A second set runs one per
+// values source, watching that one object by name (a field selector, which
+// RBAC resourceNames can allow) and only its metadata: a Secret's content
+// never sits in an informer cache. Informers are hints:
 // their events only enqueue keys, and their caches are never read to decide
 // anything. An object that stops matching a selector reaches its informer
 // as a deletion.
 type informerSet struct {
-	client  metadata.Interface
+	client metadata.Interface
+	// keys are the informers a config needs.
+	keys    func(cfg *config.Config) []informerKey
 	onEvent func(k informerKey, namespace, name string)
 	log     zerolog.Logger
 
@@ -37,17 +42,24 @@ type informerSet struct {
 	closed bool
 }
 
-func newInformerSet(client metadata.Interface, onEvent func(k informerKey, namespace, name string), log zerolog.Logger) *informerSet {
-	return &informerSet{client: client, onEvent: onEvent, log: log, running: map[informerKey]*runningInformer{}}
+func newInformerSet(client metadata.Interface, keys func(*config.Config) []informerKey, onEvent func(k informerKey, namespace, name string), log zerolog.Logger) *informerSet {
+	return &informerSet{client: client, keys: keys, onEvent: onEvent, log: log, running: map[informerKey]*runningInformer{}}
+}
+
+// triggerInformerKeys are the informers of cfg's triggers.
+func triggerInformerKeys(cfg *config.Config) []informerKey {
+	var out []informerKey
+	for _, spec := range cfg.Specs {
+		out = append(out, keysFor(cfg, spec.Trigger)...)
+	}
+	return out
 }
 
 // sync starts the informers cfg needs and stops those it no longer needs.
 func (s *informerSet) sync(ctx context.Context, cfg *config.Config) {
 	need := map[informerKey]bool{}
-	for _, spec := range cfg.Specs {
-		for _, k := range keysFor(cfg, spec.Trigger) {
-			need[k] = true
-		}
+	for _, k := range s.keys(cfg) {
+		need[k] = true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -59,7 +71,7 @@ func (s *informerSet) sync(ctx context.Context, cfg *config.Config) {
 			ri.cancel()
 			<-ri.done
 			delete(s.running, k)
-			s.log.Info().Str("resource", k.GVR.String()).Str("namespace", k.Namespace).Str("selector", k.Selector).Msg("informer stopped")
+			s.log.Info().Str("resource", k.GVR.String()).Str("namespace", k.Namespace).Str("selector", k.Selector).Str("name", k.Name).Msg("informer stopped")
 		}
 	}
 	for k := range need {
@@ -67,7 +79,7 @@ func (s *informerSet) sync(ctx context.Context, cfg *config.Config) {
 			continue
 		}
 		s.running[k] = s.start(ctx, k)
-		s.log.Info().Str("resource", k.GVR.String()).Str("namespace", k.Namespace).Str("selector", k.Selector).Msg("informer started")
+		s.log.Info().Str("resource", k.GVR.String()).Str("namespace", k.Namespace).Str("selector", k.Selector).Str("name", k.Name).Msg("informer started")
 	}
 }
 
@@ -75,7 +87,10 @@ func (s *informerSet) start(ctx context.Context, k informerKey) *runningInformer
 	ictx, cancel := context.WithCancel(ctx)
 	// No resync: the periodic pass re-reads everything live anyway.
 	var tweak metadatainformer.TweakListOptionsFunc
-	if k.Selector != "" {
+	switch {
+	case k.Name != "":
+		tweak = func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + k.Name }
+	case k.Selector != "":
 		tweak = func(o *metav1.ListOptions) { o.LabelSelector = k.Selector }
 	}
 	inf := metadatainformer.NewFilteredMetadataInformer(s.client, k.GVR, k.Namespace, 0, cache.Indexers{}, tweak).Informer()
@@ -105,7 +120,10 @@ func (s *informerSet) start(ctx context.Context, k informerKey) *runningInformer
 			// anything an event filter could miss.
 			o, ok1 := oldObj.(*metav1.PartialObjectMetadata)
 			n, ok2 := newObj.(*metav1.PartialObjectMetadata)
-			if ok1 && ok2 && labelsEqual(o.Labels, n.Labels) && (o.DeletionTimestamp == nil) == (n.DeletionTimestamp == nil) {
+			if ok1 && ok2 && k.Name != "" && o.ResourceVersion == n.ResourceVersion {
+				return // a values source: any write may change its content; a relist does not
+			}
+			if ok1 && ok2 && k.Name == "" && labelsEqual(o.Labels, n.Labels) && (o.DeletionTimestamp == nil) == (n.DeletionTimestamp == nil) {
 				return
 			}
 			emit(newObj)

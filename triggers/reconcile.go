@@ -48,6 +48,9 @@ type ReconcilerOptions struct {
 	// Inventory lists release records; selector specs need it to admit
 	// objects within maxObjects when no pass has done so yet.
 	Inventory *helmops.Inventory
+	// Sources reads the Secrets and ConfigMaps of valuesFrom entries; nil
+	// fails every release spec that has some.
+	Sources ValuesSources
 	// State holds the config in force (it changes on reload) and the
 	// namespaces garbage collection looks in.
 	State *ConfigState
@@ -101,6 +104,8 @@ type observed struct {
 	trigger decide.TriggerState
 	// unattributed marks the releases of a selector spec that name no object.
 	unattributed bool
+	// sources reads each values source once for the whole observation.
+	sources *sourceCache
 }
 
 // observe reads everything the decision for one spec needs, or for one
@@ -117,7 +122,7 @@ func (r *Reconciler) observe(ctx context.Context, cfg *config.Config, specName s
 	}
 	o := &observed{Observation: decide.Observation{Spec: specName, Config: spec, Object: obj, Instance: r.opts.Helm.Instance(),
 		ReleaseSpecs: map[string]decide.ReleaseSpecObservation{}, StaleAfter: r.opts.StaleAfter},
-		loaded: map[string]*chart.Chart{}}
+		loaded: map[string]*chart.Chart{}, sources: newSourceCache(r.opts.Sources)}
 	// A namespace whose records cannot be read fails the release specs
 	// that live there; the others are decided from what could be read.
 	var current []*helmops.Release
@@ -197,7 +202,12 @@ func (r *Reconciler) observeReleaseSpec(ctx context.Context, o *observed, id str
 		ro.Other = other
 	}
 	if !wanted {
-		return ro
+		return ro // an unwanted trigger's releases go, whatever their sources hold
+	}
+	if len(rs.ValuesFrom) > 0 {
+		if ro.Sources, ro.Err = o.sources.read(ctx, rs); ro.Err != nil {
+			return ro
+		}
 	}
 	ro.Chart = decide.ChartID{Name: rs.Chart.Name, Version: rs.Chart.Version}
 	if rs.Chart.Path != "" {
@@ -279,7 +289,13 @@ func (r *Reconciler) decide(o *observed) ([]decide.Step, error) {
 			err = fmt.Errorf("%w: object %s, release spec %s (release %s/%s): %w", ErrStepFailed, o.Object, f.ReleaseSpec, f.Namespace, f.Release, f.Err)
 		}
 		errs = append(errs, err)
-		r.event(o.ref, corev1.EventTypeWarning, "ReleaseFailed", "%s", err.Error())
+		reason := "ReleaseFailed"
+		var source *decide.SourceError
+		if errors.As(f.Err, &source) {
+			// A values source missing or unreadable: the release runs on as it is.
+			reason = "ValuesSourceFailed"
+		}
+		r.event(o.ref, corev1.EventTypeWarning, reason, "%s", err.Error())
 	}
 	switch res.Trigger {
 	case decide.TriggerConflict:

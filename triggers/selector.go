@@ -95,6 +95,21 @@ func (as *admissions) admit(spec, identity string, o decide.Object) (ok, known, 
 	return false, true, a.stale
 }
 
+// served returns the objects admitted for a spec under identity; known is
+// false when there is no such admission.
+func (as *admissions) served(spec, identity string) (objs []decide.Object, known bool) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	a := as.m[spec]
+	if a == nil || a.identity != identity {
+		return nil, false
+	}
+	for o := range a.admitted {
+		objs = append(objs, o)
+	}
+	return objs, true
+}
+
 // leave gives up the place of an object that is no longer served.
 func (as *admissions) leave(spec string, o decide.Object) {
 	as.mu.Lock()

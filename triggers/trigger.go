@@ -109,11 +109,13 @@ func (r TriggerReader) List(ctx context.Context, k informerKey) (map[string]deci
 
 // informerKey is one (resource, namespace, label selector) watched and
 // listed; several triggers share it. Selector is "" for named triggers:
-// their informer sees every object of the namespace.
+// their informer sees every object of the namespace. Name is set for a
+// values source only: its informer watches that one object.
 type informerKey struct {
 	GVR       schema.GroupVersionResource
 	Namespace string
 	Selector  string
+	Name      string
 }
 
 // keyFor is the one place that says which (resource, namespace) a named

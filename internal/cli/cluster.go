@@ -107,7 +107,8 @@ func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts helmops.Cha
 	m *triggers.Metrics, events record.EventRecorder, log zerolog.Logger) *triggers.Reconciler {
 	return triggers.NewReconciler(triggers.ReconcilerOptions{
 		Helm: d.helm, Charts: charts, Triggers: triggers.TriggerReader{Client: d.meta, Mapper: d.mapper}, Inventory: d.inv,
-		State: state, StaleAfter: helmTimeout + 30*time.Second, Log: log, Metrics: m, Events: events,
+		Sources: triggers.SourceReader{Client: d.client},
+		State:   state, StaleAfter: helmTimeout + 30*time.Second, Log: log, Metrics: m, Events: events,
 	})
 }
 

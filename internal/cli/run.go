@@ -41,6 +41,7 @@ type runFlags struct {
 	retryPeriod                            time.Duration
 	httpAddr, logLevel, logFormat          string
 	configDebounce, configCheckInterval    time.Duration
+	valuesCoalesce                         time.Duration
 }
 
 func newRunCommand(version string) *cobra.Command {
@@ -62,6 +63,7 @@ func newRunCommand(version string) *cobra.Command {
 	f.clusterFlags.register(fs)
 	fs.DurationVar(&f.resync, "resync", time.Minute, "period of the pass that reconciles every spec")
 	fs.IntVar(&f.workers, "workers", 4, "specs reconciled in parallel")
+	fs.DurationVar(&f.valuesCoalesce, "values-coalesce", 2*time.Second, "how long a change of a valuesFrom Secret or ConfigMap waits before its releases are reconciled, so that sources changed together make one upgrade")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a stop waits for running Helm operations")
 	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "chart cache directory")
 	fs.StringVar(&f.repositoryConfig, "repository-config", "", "Helm repositories.yaml with chart repository credentials")
@@ -231,7 +233,7 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 			return triggers.NewController(triggers.Options{
 				Reconciler: rec, Inventory: deps.inv, Metadata: deps.meta, Workers: f.workers, Resync: f.resync,
 				ShutdownTimeout: f.shutdownTimeout, Metrics: loopMetrics, RequestCount: apiRequests.Load, Log: log,
-				Backoff: backoff, Fenced: term.Done(),
+				Backoff: backoff, Fenced: term.Done(), ValuesCoalesce: f.valuesCoalesce,
 			})
 		})
 		defer live.detach()

@@ -33,12 +33,14 @@ type ChartID struct{ Name, Version string }
 // spec, spec is the spec as it applies to object obj (config.Spec.ForObject)
 // and recs are that object's records; obj is zero for a named spec. charts names the
 // chart of each release spec id the caller could identify; a missing one
-// means "not sure". It answers false whenever it cannot be sure; the spec
-// then gets the full reconcile, which decodes the releases and compares chart
-// and values for real. It never answers true for a release another Helm
+// means "not sure". sources gives what the pass read of each release spec's
+// valuesFrom (nil: nothing read), since the digest covers the merged values;
+// a release spec whose sources could not be read is "not sure" too. It
+// answers false whenever it cannot be sure; the spec then gets the full
+// reconcile, which decodes the releases and compares chart and values for real. It never answers true for a release another Helm
 // client changed: that write made a revision autox's revision label does not
 // name.
-func InSync(specName string, spec *config.Spec, obj Object, trig Trigger, recs []Record, charts map[string]ChartID) bool {
+func InSync(specName string, spec *config.Spec, obj Object, trig Trigger, recs []Record, charts map[string]ChartID, sources SourcesOf) bool {
 	state, _ := Evaluate(spec.Trigger, trig)
 	if !state.Wanted() {
 		return len(recs) == 0
@@ -56,7 +58,20 @@ func InSync(specName string, spec *config.Spec, obj Object, trig Trigger, recs [
 		if !ok {
 			return false
 		}
-		want, err := Digest(id.Name, id.Version, DesiredValues(rs, spec.Trigger, trig.Labels))
+		var read []SourceValue
+		if len(rs.ValuesFrom) > 0 {
+			if sources == nil {
+				return false
+			}
+			if read, ok = sources(rec.ReleaseSpec); !ok {
+				return false
+			}
+		}
+		merged, err := MergeValues(rs, read, spec.Trigger, trig.Labels)
+		if err != nil {
+			return false // the full reconcile reports it
+		}
+		want, err := Digest(id.Name, id.Version, merged.Values)
 		if err != nil || want != rec.Digest {
 			return false
 		}

@@ -58,6 +58,9 @@ type ReleaseSpecObservation struct {
 	Other *Release
 	// Chart names the desired chart; read only while the trigger is wanted.
 	Chart ChartID
+	// Sources are the live reads of the release spec's valuesFrom entries,
+	// in their order; read only while the trigger is wanted.
+	Sources []SourceValue
 	// Err is a failure to read any of it: the release spec then fails and
 	// nothing is done for it.
 	Err error
@@ -157,7 +160,7 @@ func Plan(o Observation) Result {
 			reason = stateReason
 		}
 		res.Steps = append(res.Steps, Step{Action: action, Spec: o.Spec, ReleaseSpec: rel.ReleaseSpec, Release: rel.Name,
-			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, Object: releaseObject(rel), Hide: redactorOf(nil, rel)})
+			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, Object: releaseObject(rel), Hide: redactorOf(nil, rel, nil)})
 	}
 	if spec == nil {
 		if len(o.Unread) > 0 {
@@ -177,7 +180,7 @@ func Plan(o Observation) Result {
 			continue
 		}
 		if ro.Err != nil {
-			fail(redactorOf(rs, ro.Other), ro.Err)
+			fail(redactorOf(rs, ro.Other, ro.Sources), ro.Err)
 			continue
 		}
 		step, err := planReleaseSpec(o, id, rs, ro, state, triggerReason)
@@ -197,7 +200,7 @@ func planReleaseSpec(o Observation, id string, rs *config.ReleaseSpec, ro Releas
 			rel = c
 		}
 	}
-	step := Step{Spec: o.Spec, ReleaseSpec: id, Release: rs.ReleaseName, Namespace: rs.Namespace, Object: o.Object.String(), Hide: redactorOf(rs, rel)}
+	step := Step{Spec: o.Spec, ReleaseSpec: id, Release: rs.ReleaseName, Namespace: rs.Namespace, Object: o.Object.String(), Hide: redactorOf(rs, rel, ro.Sources)}
 	if rel != nil {
 		step.Revision = rel.Revision
 		step.RollbackTo = rel.LastDeployedRevision
@@ -205,8 +208,12 @@ func planReleaseSpec(o Observation, id string, rs *config.ReleaseSpec, ro Releas
 
 	var want *Want
 	if state.Wanted() {
-		values := DesiredValues(rs, o.Config.Trigger, o.Trigger.Labels)
-		want = &Want{ChartName: ro.Chart.Name, ChartVersion: ro.Chart.Version, Values: values}
+		merged, err := MergeValues(rs, ro.Sources, o.Config.Trigger, o.Trigger.Labels)
+		if err != nil {
+			return step, err
+		}
+		values := merged.Values
+		want = &Want{ChartName: ro.Chart.Name, ChartVersion: ro.Chart.Version, Values: values, From: merged.From}
 		digest, err := Digest(ro.Chart.Name, ro.Chart.Version, values)
 		if err != nil {
 			return step, fmt.Errorf("cannot digest the desired values: %w", err)
@@ -336,14 +343,15 @@ func OrphanSpecs(cfg *config.Config, recs []Record) []string {
 	return out
 }
 
-// redactorOf hides the values of a release spec (nil: none) and of a
-// release (nil: none), its latest and its last deployed revision: an
-// operation on it may quote any of them.
-func redactorOf(rs *config.ReleaseSpec, rel *Release) *redact.Redactor {
+// redactorOf hides the values of a release spec (nil: none), of what its
+// values sources hold, and of a release (nil: none), its latest and its
+// last deployed revision: an operation on it may quote any of them.
+func redactorOf(rs *config.ReleaseSpec, rel *Release, sources []SourceValue) *redact.Redactor {
 	var values []map[string]interface{}
 	if rs != nil {
 		values = append(values, rs.Values)
 	}
+	values = append(values, sourceSecrets(sources)...)
 	if rel != nil {
 		values = append(values, userValues(rel.Values), userValues(rel.DeployedValues))
 	}

@@ -297,13 +297,13 @@ func TestInSyncObject(t *testing.T) {
 	rec := Record{Name: rel.Name, Namespace: "ns", Spec: "exp", ReleaseSpec: "job", Instance: "autox", ObjectNamespace: "ns", ObjectName: "a",
 		Revision: 1, Status: "deployed", Digest: digest, AutoxRevision: 1}
 	ids := map[string]ChartID{"job": {"hello", "1.0.0"}}
-	if !InSync("exp", spec, a, trig, []Record{rec}, ids) {
+	if !InSync("exp", spec, a, trig, []Record{rec}, ids, nil) {
 		t.Errorf("its own record: not in sync")
 	}
-	if InSync("exp", spec, Object{"ns", "b"}, trig, []Record{rec}, ids) {
+	if InSync("exp", spec, Object{"ns", "b"}, trig, []Record{rec}, ids, nil) {
 		t.Errorf("another object's record counted as in sync")
 	}
-	if InSync("exp", spec, a, Trigger{Found: true, Labels: version}, []Record{rec}, ids) {
+	if InSync("exp", spec, a, Trigger{Found: true, Labels: version}, []Record{rec}, ids, nil) {
 		t.Errorf("an object no longer selected is in sync")
 	}
 }

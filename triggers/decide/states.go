@@ -139,6 +139,9 @@ type Want struct {
 	ChartName    string
 	ChartVersion string
 	Values       map[string]interface{}
+	// From names the source of a values path ("Secret creds"), or "" (the
+	// inline values); nil for none. A diff reason names it, never the value.
+	From func(path string) string
 }
 
 // ClassifyRelease says what state rel is in relative to want, for the
@@ -202,7 +205,13 @@ func ClassifyRelease(rel *Release, owner Owner, want *Want, now time.Time, stale
 		return 0, "", err
 	}
 	if path != "" {
-		return ReleaseOutOfSync, "values changed: " + path, nil
+		reason := "values changed: " + path
+		if want.From != nil {
+			if from := want.From(path); from != "" {
+				reason += " (from " + from + ")"
+			}
+		}
+		return ReleaseOutOfSync, reason, nil
 	}
 	return ReleaseInSync, "chart and values match", nil
 }

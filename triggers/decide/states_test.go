@@ -164,7 +164,7 @@ func TestInSync(t *testing.T) {
 		{"unlabelled and nothing installed", Trigger{Found: true}, nil, ids, true},
 	}
 	for _, tc := range cases {
-		if got := InSync("web", spec, Object{}, tc.obs, tc.recs, tc.ids); got != tc.want {
+		if got := InSync("web", spec, Object{}, tc.obs, tc.recs, tc.ids, nil); got != tc.want {
 			t.Errorf("%s: InSync = %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -1,0 +1,282 @@
+package decide
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/autox-dev/autox/config"
+)
+
+// SourceValue is what a live read of one valuesFrom entry found. A read
+// error other than NotFound is not an observation: the reader reports it as
+// a SourceError and nothing is decided for the release spec.
+type SourceValue struct {
+	// Ref is the entry; Namespace is where it was read: the release's.
+	Ref       config.ValuesFrom
+	Namespace string
+	// Found is false when the API server answered NotFound for the object.
+	Found bool
+	// Data is the object's content by key: a Secret's data, a ConfigMap's
+	// data and binaryData. It may hold secrets: never log it.
+	Data map[string]string
+}
+
+// SourcesOf returns the reads of a release spec's valuesFrom entries, in
+// their order, or false when they could not all be read; InSync is then not
+// sure, and the full reconcile reads and reports them.
+type SourcesOf func(releaseSpec string) ([]SourceValue, bool)
+
+// SourceError is a values source that fails its release spec: missing,
+// unreadable or not a YAML map. It names the reference — kind, namespace,
+// name, key — and never the content.
+type SourceError struct {
+	Kind, Namespace, Name, Key string
+	Err                        error
+}
+
+func (e *SourceError) Error() string {
+	return fmt.Sprintf("values from %s %s/%s, key %s: %v", e.Kind, e.Namespace, e.Name, e.Key, e.Err)
+}
+
+func (e *SourceError) Unwrap() error { return e.Err }
+
+// NewSourceError is the failure of one reference read in namespace.
+func NewSourceError(ref config.ValuesFrom, namespace string, err error) *SourceError {
+	return &SourceError{Kind: ref.Kind, Namespace: namespace, Name: ref.Name, Key: ref.Key, Err: err}
+}
+
+// Merged are the values one release gets, and which source set which path,
+// so that a values diff can say where a change came from without showing it.
+type Merged struct {
+	Values map[string]interface{}
+	// origins maps a path as ValuesDiff writes it (".a.b") to the source
+	// that set it last ("Secret creds"); paths set by the inline values, or
+	// by nothing, are absent.
+	origins map[string]string
+}
+
+// From names the source of the value at path ("Secret creds"), or "" when
+// the inline values or nothing set it. A path inside a source's value (an
+// item of a list it set) counts as its; so does a map holding values of
+// sources, a Secret's first: a diff there may be a Secret's value.
+func (m Merged) From(path string) string {
+	if o := m.origins[path]; o != "" {
+		return o
+	}
+	for p := path; p != ""; {
+		p = parentPath(p)
+		if o := m.origins[p]; o != "" {
+			return o
+		}
+	}
+	var below []string
+	for p := range m.origins {
+		if strings.HasPrefix(p, path+".") || strings.HasPrefix(p, path+"[") {
+			below = append(below, p)
+		}
+	}
+	if len(below) == 0 {
+		return ""
+	}
+	sort.Slice(below, func(i, j int) bool {
+		si, sj := strings.HasPrefix(m.origins[below[i]], config.KindSecret+" "), strings.HasPrefix(m.origins[below[j]], config.KindSecret+" ")
+		if si != sj {
+			return si
+		}
+		return below[i] < below[j]
+	})
+	return m.origins[below[0]]
+}
+
+// parentPath is the path of the map or list holding path ("" for the top).
+func parentPath(path string) string {
+	i := strings.LastIndexAny(path, ".[")
+	if i <= 0 {
+		return ""
+	}
+	return path[:i]
+}
+
+// MergeValues builds the values of one release (DESIGN §2): each valuesFrom
+// entry in order — the key's content, a YAML map, merged deeply with a later
+// entry winning, or with targetPath the content as one string at that
+// dotted path, maps created on the way — then the inline values merged on
+// top, then the `autox` key. sources are the reads of rs.ValuesFrom in the
+// same order. A required object or key that is missing, or a key that is
+// not a YAML map, is a *SourceError; an optional one is skipped. Nothing
+// given is modified (the config and the reads are shared). Without
+// valuesFrom it is exactly DesiredValues, so digests of existing releases
+// stay what they were (DESIGN §5).
+func MergeValues(rs *config.ReleaseSpec, sources []SourceValue, t config.Trigger, labels map[string]string) (Merged, error) {
+	if len(rs.ValuesFrom) == 0 {
+		return Merged{Values: DesiredValues(rs, t, labels)}, nil
+	}
+	if len(sources) != len(rs.ValuesFrom) {
+		return Merged{}, fmt.Errorf("%d of the %d valuesFrom entries were read", len(sources), len(rs.ValuesFrom))
+	}
+	out := map[string]interface{}{}
+	origins := map[string]string{}
+	for _, s := range sources {
+		content, ok := s.Data[s.Ref.Key]
+		switch {
+		case !s.Found && s.Ref.Optional, s.Found && !ok && s.Ref.Optional:
+			continue
+		case !s.Found:
+			return Merged{}, NewSourceError(s.Ref, s.Namespace, fmt.Errorf("%s not found (set optional: true to go on without it)", s.Ref.Kind))
+		case !ok:
+			return Merged{}, NewSourceError(s.Ref, s.Namespace, fmt.Errorf("the %s has no such key (set optional: true to go on without it)", s.Ref.Kind))
+		}
+		origin := s.Ref.Kind + " " + s.Ref.Name
+		if path := s.Ref.Path(); path != nil {
+			out = setPath(out, path, content)
+			own(origins, "."+strings.Join(path, "."), origin)
+			continue
+		}
+		m, err := parseMap(content)
+		if err != nil {
+			return Merged{}, NewSourceError(s.Ref, s.Namespace, err)
+		}
+		out = mergeMaps(out, m)
+		for _, p := range leafPaths(m, "") {
+			own(origins, p, origin)
+		}
+	}
+	out = mergeMaps(out, rs.Values)
+	for _, p := range leafPaths(rs.Values, "") {
+		own(origins, p, "")
+	}
+	// Whatever a source put under `autox` (validation keeps targetPath
+	// off it), autox's own key replaces it whole.
+	out[config.InjectedValuesKey] = InjectedValues(t, labels)
+	for p := range origins {
+		if p == "."+config.InjectedValuesKey || strings.HasPrefix(p, "."+config.InjectedValuesKey+".") {
+			delete(origins, p)
+		}
+	}
+	return Merged{Values: out, origins: origins}, nil
+}
+
+// parseMap reads a key's content as Helm reads a values file: YAML, decoded
+// through JSON; empty content is an empty map. The YAML error is kept (it
+// names a line, and is redacted with the source's content before anyone
+// sees it).
+func parseMap(content string) (map[string]interface{}, error) {
+	var v interface{}
+	if err := yaml.Unmarshal([]byte(content), &v); err != nil {
+		return nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	switch m := v.(type) {
+	case nil:
+		return map[string]interface{}{}, nil
+	case map[string]interface{}:
+		return m, nil
+	default:
+		return nil, fmt.Errorf("not a YAML map (got %s); set targetPath to use it as one string", kindOf(v))
+	}
+}
+
+func kindOf(v interface{}) string {
+	switch v.(type) {
+	case []interface{}:
+		return "a list"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case float64:
+		return "a number"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// mergeMaps merges b onto a the way Helm merges `-f` files: a map merges
+// with a map key by key, anything else replaces. It returns a new map and
+// leaves both alone.
+func mergeMaps(a, b map[string]interface{}) map[string]interface{} {
+	out := make(map[string]interface{}, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		if bm, ok := v.(map[string]interface{}); ok {
+			if am, ok := out[k].(map[string]interface{}); ok {
+				out[k] = mergeMaps(am, bm)
+				continue
+			}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// setPath returns m with value at path, copying the maps on the way and
+// making maps where there are none (or where a value of another kind was).
+func setPath(m map[string]interface{}, path []string, value interface{}) map[string]interface{} {
+	out := make(map[string]interface{}, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	if len(path) == 1 {
+		out[path[0]] = value
+		return out
+	}
+	child, _ := out[path[0]].(map[string]interface{})
+	out[path[0]] = setPath(child, path[1:], value)
+	return out
+}
+
+// leafPaths are the paths of m's values that are not maps, as ValuesDiff
+// writes them; an empty map counts as a value.
+func leafPaths(m map[string]interface{}, prefix string) []string {
+	var out []string
+	for k, v := range m {
+		p := prefix + "." + k
+		if sub, ok := v.(map[string]interface{}); ok && len(sub) > 0 {
+			out = append(out, leafPaths(sub, p)...)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// own records that origin ("" for the inline values) set the value at path
+// last: what it replaced, above or below, is no longer anyone else's.
+func own(origins map[string]string, path, origin string) {
+	for p := range origins {
+		if p == path || strings.HasPrefix(p, path+".") || strings.HasPrefix(p, path+"[") || strings.HasPrefix(path, p+".") {
+			delete(origins, p)
+		}
+	}
+	if origin != "" {
+		origins[path] = origin
+	}
+}
+
+// sourceSecrets are what the reads hold that a redactor must hide: every
+// key of a Secret as it was read (a YAML error may quote a line of it), and
+// the parsed values of every source used (they become the release's).
+func sourceSecrets(sources []SourceValue) []map[string]interface{} {
+	var out []map[string]interface{}
+	for _, s := range sources {
+		if !s.Found {
+			continue
+		}
+		if s.Ref.Kind == config.KindSecret {
+			raw := make(map[string]interface{}, len(s.Data))
+			for k, v := range s.Data {
+				raw[k] = v
+			}
+			out = append(out, raw)
+		}
+		if content, ok := s.Data[s.Ref.Key]; ok && s.Ref.TargetPath == "" {
+			if m, err := parseMap(content); err == nil {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,306 @@
+package decide
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/autox-dev/autox/config"
+)
+
+var srcTrigger = config.Trigger{Group: "apps", Version: "v1", Resource: "deployments", Name: "web", Namespace: "ns", Labels: []string{"v"}}
+
+func secret(name, key, content string) SourceValue {
+	return SourceValue{Ref: config.ValuesFrom{Kind: config.KindSecret, Name: name, Key: key}, Namespace: "ns", Found: true, Data: map[string]string{key: content}}
+}
+
+func configMap(name, key, content string) SourceValue {
+	s := secret(name, key, content)
+	s.Ref.Kind = config.KindConfigMap
+	return s
+}
+
+func refsOf(sources []SourceValue) []config.ValuesFrom {
+	out := make([]config.ValuesFrom, len(sources))
+	for i, s := range sources {
+		out[i] = s.Ref
+	}
+	return out
+}
+
+func merge(t *testing.T, values map[string]interface{}, sources ...SourceValue) (Merged, error) {
+	t.Helper()
+	rs := &config.ReleaseSpec{Values: values, ValuesFrom: refsOf(sources)}
+	return MergeValues(rs, sources, srcTrigger, map[string]string{"v": "2"})
+}
+
+func mustMerge(t *testing.T, values map[string]interface{}, sources ...SourceValue) Merged {
+	t.Helper()
+	m, err := merge(t, values, sources...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestMergeOrder: entries in order (maps deeply, a later entry wins), then
+// the inline values on top, then the autox key.
+func TestMergeOrder(t *testing.T) {
+	m := mustMerge(t, map[string]interface{}{"db": map[string]interface{}{"host": "inline-host"}, "replicas": 3.0},
+		configMap("base", "values.yaml", "db: {host: cm-host, port: 5432, user: cm-user}\nlist: [1, 2]\nreplicas: 1\n"),
+		secret("creds", "values.yaml", "db: {user: app, password: hunter22}\nlist: [3]\n"),
+	)
+	want := map[string]interface{}{
+		"db":       map[string]interface{}{"host": "inline-host", "port": 5432.0, "user": "app", "password": "hunter22"},
+		"list":     []interface{}{3.0},
+		"replicas": 3.0,
+		"autox":    InjectedValues(srcTrigger, map[string]string{"v": "2"}),
+	}
+	if d, _ := ValuesDiff(want, m.Values); d != "" {
+		t.Errorf("merged values differ at %s: %v", d, m.Values)
+	}
+	for path, from := range map[string]string{
+		".db.password": "Secret creds", ".db.user": "Secret creds", ".list[0]": "Secret creds", ".list": "Secret creds",
+		".db.port": "ConfigMap base", ".db.host": "", ".replicas": "", ".db": "Secret creds", ".other": "",
+	} {
+		if got := m.From(path); got != from {
+			t.Errorf("From(%s) = %q, want %q", path, got, from)
+		}
+	}
+}
+
+// TestMergeTargetPath: the key's content as one string at a dotted path,
+// maps created on the way, replacing a value of another kind; a later map
+// entry and the inline values still win over it.
+func TestMergeTargetPath(t *testing.T) {
+	token := secret("creds", "token", "tok-123\n")
+	token.Ref.TargetPath = "notify.slack.token"
+	list := configMap("urls", "urls", "- not\n- a map\n")
+	list.Ref.TargetPath = "notify.urls"
+	m := mustMerge(t, map[string]interface{}{"notify": map[string]interface{}{"channel": "exp"}},
+		configMap("base", "values.yaml", "notify: {slack: plain, urls: x}"), token, list)
+	want := map[string]interface{}{
+		"notify": map[string]interface{}{"channel": "exp", "urls": "- not\n- a map\n", "slack": map[string]interface{}{"token": "tok-123\n"}},
+		"autox":  InjectedValues(srcTrigger, map[string]string{"v": "2"}),
+	}
+	if d, _ := ValuesDiff(want, m.Values); d != "" {
+		t.Errorf("merged values differ at %s: %#v", d, m.Values)
+	}
+	if got := m.From(".notify.slack.token"); got != "Secret creds" {
+		t.Errorf("From = %q", got)
+	}
+	if got := m.From(".notify.slack"); got != "Secret creds" {
+		t.Errorf("From(.notify.slack) = %q: the map holding a Secret's value", got)
+	}
+	// The inline values replace a Secret's value: no longer its.
+	m = mustMerge(t, map[string]interface{}{"notify": map[string]interface{}{"slack": map[string]interface{}{"token": "inline"}}}, token)
+	if got := m.From(".notify.slack.token"); got != "" {
+		t.Errorf("From after inline override = %q", got)
+	}
+}
+
+// TestMergeAutoxKeyWins: a source cannot set what autox injects.
+func TestMergeAutoxKeyWins(t *testing.T) {
+	m := mustMerge(t, nil, secret("creds", "values.yaml", "autox: {trigger: {name: forged}}\nkeep: yes"))
+	if d, _ := ValuesDiff(map[string]interface{}{"keep": true, "autox": InjectedValues(srcTrigger, map[string]string{"v": "2"})}, m.Values); d != "" {
+		t.Errorf("values differ at %s", d)
+	}
+	if got := m.From(".autox.trigger.name"); got != "" {
+		t.Errorf("the autox key is attributed to %q", got)
+	}
+}
+
+// TestMergeWithoutSourcesIsDesiredValues: releases without valuesFrom keep
+// their digest (DESIGN §5: an upgrade of autox relaunches nothing).
+func TestMergeWithoutSourcesIsDesiredValues(t *testing.T) {
+	rs := &config.ReleaseSpec{Values: map[string]interface{}{"a": map[string]interface{}{"b": 1.0}}}
+	m, err := MergeValues(rs, nil, srcTrigger, map[string]string{"v": "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DesiredValues(rs, srcTrigger, map[string]string{"v": "2"})
+	d1, _ := Digest("c", "1", want)
+	d2, _ := Digest("c", "1", m.Values)
+	if d1 != d2 {
+		t.Errorf("digest changed: %s vs %s", d1, d2)
+	}
+}
+
+// TestMergeFailures: a required object or key missing, or content that is
+// not a map, names the reference and never the content; optional skips.
+func TestMergeFailures(t *testing.T) {
+	missing := secret("creds", "values.yaml", "")
+	missing.Found, missing.Data = false, nil
+	noKey := secret("creds", "values.yaml", "")
+	noKey.Data = map[string]string{"other": "hunter22"}
+	cases := []struct {
+		name string
+		src  SourceValue
+		want string
+	}{
+		{"object missing", missing, "values from Secret ns/creds, key values.yaml: Secret not found"},
+		{"key missing", noKey, "values from Secret ns/creds, key values.yaml: the Secret has no such key"},
+		{"a list", secret("creds", "values.yaml", "- hunter22\n"), "values from Secret ns/creds, key values.yaml: not a YAML map (got a list)"},
+		{"a string", configMap("cm", "values.yaml", "hunter22"), "values from ConfigMap ns/cm, key values.yaml: not a YAML map (got a string)"},
+		{"not YAML", secret("creds", "values.yaml", "a: [hunter22\n"), "values from Secret ns/creds, key values.yaml: not valid YAML"},
+	}
+	for _, tc := range cases {
+		_, err := merge(t, nil, tc.src)
+		var se *SourceError
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want a SourceError with %q", tc.name, err, tc.want)
+		}
+		tc.src.Ref.Optional = true
+		m, err := merge(t, map[string]interface{}{"x": "y"}, tc.src)
+		switch tc.name {
+		case "object missing", "key missing":
+			if err != nil || !reflect.DeepEqual(m.Values["x"], "y") {
+				t.Errorf("%s, optional: %v, %v", tc.name, m.Values, err)
+			}
+		default: // optional covers absence only, not bad content
+			if err == nil {
+				t.Errorf("%s, optional: no error", tc.name)
+			}
+		}
+	}
+}
+
+// TestMergeLeavesInputsAlone: the config and the reads are shared.
+func TestMergeLeavesInputsAlone(t *testing.T) {
+	values := map[string]interface{}{"db": map[string]interface{}{"host": "h"}}
+	target := secret("creds", "pw", "hunter22")
+	target.Ref.TargetPath = "db.password"
+	mustMerge(t, values, configMap("base", "values.yaml", "db: {port: 1}"), target)
+	if !reflect.DeepEqual(values, map[string]interface{}{"db": map[string]interface{}{"host": "h"}}) {
+		t.Errorf("inline values modified: %v", values)
+	}
+}
+
+// sourcedObservation is the plan observation with release spec a's values
+// partly from Secret creds.
+func sourcedObservation(pw string, mut func(o *Observation)) Observation {
+	return observation(func(o *Observation) {
+		o.Config.ReleaseSpecs["a"].ValuesFrom = []config.ValuesFrom{{Kind: config.KindSecret, Name: "creds", Key: "values.yaml"}}
+		o.ReleaseSpecs["a"] = ReleaseSpecObservation{Chart: ChartID{"hello", "1.0.0"},
+			Sources: []SourceValue{secret("creds", "values.yaml", "db:\n  password: "+pw+"\n")}}
+		if mut != nil {
+			mut(o)
+		}
+	})
+}
+
+// TestPlanValuesFromSecret: the desired values and digest hold the merged
+// values; a changed Secret upgrades with a reason that names the path and
+// the Secret but not the value; the step's redactor hides it; the same
+// content again is in sync.
+func TestPlanValuesFromSecret(t *testing.T) {
+	res := Plan(sourcedObservation("hunter22", nil))
+	install := res.Steps[0]
+	if install.Action != ActionInstall || install.Desired.Values["db"].(map[string]interface{})["password"] != "hunter22" {
+		t.Fatalf("install step %+v", install)
+	}
+	if got := install.Hide.String("error: hunter22 rejected"); strings.Contains(got, "hunter22") {
+		t.Errorf("the Secret's value is not hidden: %q", got)
+	}
+	rel := with(deployed("a"), func(r *Release) { r.Values = install.Desired.Values })
+	res = Plan(sourcedObservation("hunter22", func(o *Observation) { o.Current = []*Release{rel, deployed("b")} }))
+	if s := res.Steps[0]; s.Action != ActionNone {
+		t.Errorf("same Secret content: %s %q", s.Action, s.Reason)
+	}
+	res = Plan(sourcedObservation("changed-pw", func(o *Observation) { o.Current = []*Release{rel, deployed("b")} }))
+	s := res.Steps[0]
+	if s.Action != ActionUpgrade || s.Reason != "values changed: .db.password (from Secret creds)" {
+		t.Errorf("changed Secret: %s %q", s.Action, s.Reason)
+	}
+	if got := s.Hide.String("changed-pw and hunter22"); strings.Contains(got, "changed-pw") || strings.Contains(got, "hunter22") {
+		t.Errorf("new or old Secret value not hidden: %q", got)
+	}
+	// The digest is that of the merged values, as a quiet pass computes it.
+	d, _ := Digest("hello", "1.0.0", s.Desired.Values)
+	if s.Desired.Digest != d || s.Desired.Values["db"].(map[string]interface{})["password"] != "changed-pw" {
+		t.Errorf("digest or values not of the merged values")
+	}
+}
+
+// TestPlanValuesSourceFails: a missing required Secret fails its release
+// spec only — no step for it, above all no uninstall — and the error names
+// the reference, hiding what the Secret held.
+func TestPlanValuesSourceFails(t *testing.T) {
+	res := Plan(sourcedObservation("", func(o *Observation) {
+		o.Current = []*Release{deployed("a"), deployed("b")}
+		src := &o.ReleaseSpecs["a"].Sources[0]
+		src.Found, src.Data = false, nil
+	}))
+	if len(res.Steps) != 1 || res.Steps[0].Release != "web-b" || len(res.Failed) != 1 || res.Failed[0].ReleaseSpec != "a" {
+		t.Fatalf("steps %+v, failed %+v", res.Steps, res.Failed)
+	}
+	var se *SourceError
+	if err := res.Failed[0].Err; !errors.As(err, &se) || !strings.Contains(err.Error(), "Secret ns/creds, key values.yaml") {
+		t.Errorf("failure %v", err)
+	}
+	// A read error reported by the reader fails it the same way, redacted.
+	res = Plan(sourcedObservation("hunter22", func(o *Observation) {
+		o.Current = []*Release{deployed("a")}
+		ro := o.ReleaseSpecs["a"]
+		ro.Err = NewSourceError(ro.Sources[0].Ref, "ns", errors.New(`forbidden: "hunter22"`))
+		o.ReleaseSpecs["a"] = ro
+	}))
+	for _, s := range res.Steps {
+		if s.Release == "web-a" {
+			t.Errorf("a step for the failed release spec: %+v", s)
+		}
+	}
+	if len(res.Failed) != 1 || strings.Contains(res.Failed[0].Err.Error(), "hunter22") {
+		t.Errorf("failure %+v", res.Failed)
+	}
+	// Bad YAML in a Secret: the parser's message is redacted too.
+	res = Plan(sourcedObservation("[hunter22", nil))
+	if len(res.Failed) != 1 || strings.Contains(res.Failed[0].Err.Error(), "hunter22") {
+		t.Errorf("failure %+v", res.Failed)
+	}
+	// An unwanted trigger reads no source and uninstalls as ever.
+	res = Plan(sourcedObservation("", func(o *Observation) {
+		o.Trigger = Trigger{}
+		o.Current = []*Release{deployed("a")}
+		o.ReleaseSpecs["a"] = ReleaseSpecObservation{}
+	}))
+	if len(res.Failed) != 0 || res.Steps[0].Action != ActionUninstall {
+		t.Errorf("trigger gone: %+v %+v", res.Steps, res.Failed)
+	}
+}
+
+// TestInSyncWithSources: the quiet pass proves a release in sync from its
+// record and the sources it read; a changed or unread source is doubt.
+func TestInSyncWithSources(t *testing.T) {
+	spec := &config.Spec{Trigger: srcTrigger, ReleaseSpecs: map[string]*config.ReleaseSpec{
+		"a": {Chart: config.Chart{Repo: "https://c", Name: "hello", Version: "1.0.0"}, ReleaseName: "web-a", Namespace: "ns",
+			ValuesFrom: []config.ValuesFrom{{Kind: config.KindSecret, Name: "creds", Key: "values.yaml"}}},
+	}}
+	labelled := Trigger{Found: true, Labels: map[string]string{"v": "2"}}
+	read := []SourceValue{secret("creds", "values.yaml", "pw: one")}
+	m, err := MergeValues(spec.ReleaseSpecs["a"], read, spec.Trigger, labelled.Labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, _ := Digest("hello", "1.0.0", m.Values)
+	rec := []Record{{Name: "web-a", Namespace: "ns", Spec: "web", ReleaseSpec: "a", Revision: 2, Status: "deployed", Digest: digest, AutoxRevision: 2}}
+	ids := map[string]ChartID{"a": {"hello", "1.0.0"}}
+	of := func(s []SourceValue, ok bool) SourcesOf {
+		return func(id string) ([]SourceValue, bool) { return s, ok && id == "a" }
+	}
+	if !InSync("web", spec, Object{}, labelled, rec, ids, of(read, true)) {
+		t.Error("same sources: not in sync")
+	}
+	if InSync("web", spec, Object{}, labelled, rec, ids, of([]SourceValue{secret("creds", "values.yaml", "pw: two")}, true)) {
+		t.Error("changed Secret: in sync")
+	}
+	if InSync("web", spec, Object{}, labelled, rec, ids, of(read, false)) || InSync("web", spec, Object{}, labelled, rec, ids, nil) {
+		t.Error("unread sources: in sync")
+	}
+	gone := read[0]
+	gone.Found = false
+	if InSync("web", spec, Object{}, labelled, rec, ids, of([]SourceValue{gone}, true)) {
+		t.Error("missing Secret: in sync")
+	}
+}
