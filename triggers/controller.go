@@ -7,6 +7,7 @@ package triggers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -687,6 +688,9 @@ func contains[T comparable](list []T, s T) bool {
 	return false
 }
 
+// busyRetry is how soon a key whose spec was busy is tried again.
+const busyRetry = 500 * time.Millisecond
+
 func (c *Controller) processNext(ctx context.Context) bool {
 	name, shutdown := c.queue.Get()
 	if shutdown {
@@ -699,6 +703,10 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	c.inFlight.Store(name, time.Now())
 	follow, err := c.rec.Reconcile(ctx, name)
 	c.inFlight.Delete(name)
+	if errors.Is(err, ErrBusy) {
+		c.queue.AddAfter(name, busyRetry)
+		return true // not done: the pass waits for it
+	}
 	for _, k := range follow {
 		c.queue.Add(k)
 	}

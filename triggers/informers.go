@@ -94,6 +94,15 @@ func (s *informerSet) start(ctx context.Context, k informerKey) *runningInformer
 		tweak = func(o *metav1.ListOptions) { o.LabelSelector = k.Selector }
 	}
 	inf := metadatainformer.NewFilteredMetadataInformer(s.client, k.GVR, k.Namespace, 0, cache.Indexers{}, tweak).Informer()
+	// Only names, labels and versions are used: annotations (a Secret's
+	// last-applied-configuration holds its data) and managed fields are
+	// not kept in the cache.
+	_ = inf.SetTransform(func(obj interface{}) (interface{}, error) {
+		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+			m.Annotations, m.ManagedFields = nil, nil
+		}
+		return obj, nil
+	})
 	emit := func(obj interface{}) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
@@ -110,7 +119,11 @@ func (s *informerSet) start(ctx context.Context, k informerKey) *runningInformer
 			// runs at start (or the reconcile a config change queues) has
 			// read them live already. Queuing them all again would put a
 			// thousand full reconciles ahead of the first real event.
-			if !isInInitialList {
+			// A values source's informer (watching one object by name) is
+			// the exception: it starts with a config that references the
+			// object, and the object may have changed between the
+			// reconcile that read it and this first list.
+			if !isInInitialList || k.Name != "" {
 				emit(obj)
 			}
 		},

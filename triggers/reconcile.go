@@ -90,6 +90,11 @@ func NewReconciler(opts ReconcilerOptions) *Reconciler {
 // State is the config state the Reconciler decides with.
 func (r *Reconciler) State() *ConfigState { return r.opts.State }
 
+// ErrBusy says the key was not reconciled because another key of its spec
+// was being reconciled that may not run beside it (see specLocks): the
+// caller tries again shortly; it is no failure.
+var ErrBusy = errors.New("another reconcile of this spec is running")
+
 // ErrStepFailed marks a failure of one release spec; the others went ahead.
 var ErrStepFailed = errors.New("release step failed")
 
@@ -315,12 +320,19 @@ func (r *Reconciler) decide(o *observed) ([]decide.Step, error) {
 func (r *Reconciler) Reconcile(ctx context.Context, key string) (follow []string, err error) {
 	start := time.Now()
 	specName, obj := parseKey(key)
+	// A key whose spec is busy is tried again shortly rather than waited
+	// for: a waiting worker would start its Helm work after a stop, and
+	// one busy spec would hold every worker.
 	lock := r.locks.of(specName)
 	if obj.IsZero() {
-		lock.Lock()
+		if !lock.TryLock() {
+			return nil, ErrBusy
+		}
 		defer lock.Unlock()
 	} else {
-		lock.RLock()
+		if !lock.TryRLock() {
+			return nil, ErrBusy
+		}
 		defer lock.RUnlock()
 	}
 	// One read of the config for the whole reconcile: a reload meanwhile

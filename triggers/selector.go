@@ -175,11 +175,19 @@ func recordObjects(recs []helmops.Record, spec string) map[decide.Object]bool {
 // the objects its records name.
 func (r *Reconciler) admit(cfg *config.Config, specName string, listed map[decide.Object]decide.Trigger, withReleases map[decide.Object]bool) map[decide.Object]bool {
 	spec := cfg.Specs[specName]
+	id := admissionIdentity(cfg, spec.Trigger)
+	// An object admitted before keeps its place while it is wanted: its
+	// install may be under way, not yet in the records read.
+	before, _ := r.admissions.served(specName, id)
+	kept := make(map[decide.Object]bool, len(before))
+	for _, o := range before {
+		kept[o] = true
+	}
 	has := func(o decide.Object) bool {
-		return withReleases[decide.Object{Namespace: o.Namespace, Name: decide.ObjectLabel(o.Name)}]
+		return kept[o] || withReleases[decide.Object{Namespace: o.Namespace, Name: decide.ObjectLabel(o.Name)}]
 	}
 	admitted := decide.Admit(wantedObjects(r.claimIndex(cfg), spec, listed), has, spec.Trigger.MaxObjects)
-	r.admissions.set(specName, admissionIdentity(cfg, spec.Trigger), admitted, spec.Trigger.MaxObjects)
+	r.admissions.set(specName, id, admitted, spec.Trigger.MaxObjects)
 	return admitted
 }
 

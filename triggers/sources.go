@@ -30,6 +30,20 @@ type SourceReader struct {
 	Client kubernetes.Interface
 }
 
+// NoSecretSources refuses Secrets as values sources and reads ConfigMaps
+// through Sources: under --storage-driver configmap, Helm would keep a
+// Secret's values in ConfigMap release records, readable by whoever may
+// read ConfigMaps. The release specs that use one fail instead.
+type NoSecretSources struct{ Sources ValuesSources }
+
+// Get refuses a Secret and reads a ConfigMap.
+func (r NoSecretSources) Get(ctx context.Context, kind, namespace, name string) (bool, map[string]string, error) {
+	if kind == config.KindSecret {
+		return false, nil, fmt.Errorf("values from Secret %s/%s are refused with --storage-driver configmap: Helm would store them in ConfigMaps; use --storage-driver secret", namespace, name)
+	}
+	return r.Sources.Get(ctx, kind, namespace, name)
+}
+
 // Get reads one Secret or ConfigMap.
 func (r SourceReader) Get(ctx context.Context, kind, namespace, name string) (bool, map[string]string, error) {
 	var (

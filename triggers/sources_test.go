@@ -3,6 +3,7 @@ package triggers
 import (
 	"context"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -248,4 +249,22 @@ func TestSelectorObjectsFollowTheirSources(t *testing.T) {
 	}
 	put(h.ns, "pw-ns1-new")
 	h.releases().Wait("a-r", "upgraded after its namespace's Secret changed", at(2, "pw-ns1-new"))
+}
+
+// TestNoSecretSources: under the configmap storage driver a Secret source
+// fails with an error saying why, without being read; a ConfigMap is read.
+func TestNoSecretSources(t *testing.T) {
+	ns := cluster.Namespace(t)
+	if _, err := cluster.Client.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: ns},
+		Data: map[string]string{"values.yaml": "a: 1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	inner := &countingSources{ValuesSources: SourceReader{Client: cluster.Client}, reads: map[string]int{}}
+	r := NoSecretSources{Sources: inner}
+	if _, _, err := r.Get(context.Background(), config.KindSecret, ns, "creds"); err == nil || !strings.Contains(err.Error(), "--storage-driver secret") || len(inner.count()) != 0 {
+		t.Errorf("Secret: %v after reads %v, want a refusal naming the flag and no read", err, inner.count())
+	}
+	if found, _, err := r.Get(context.Background(), config.KindConfigMap, ns, "cm"); !found || err != nil || len(inner.count()) != 1 {
+		t.Errorf("ConfigMap: %v %v after reads %v", found, err, inner.count())
+	}
 }

@@ -48,6 +48,8 @@ type clusterDeps struct {
 	meta   metadata.Interface
 	mapper meta.RESTMapper
 	client kubernetes.Interface
+	// storageDriver is where Helm keeps release records.
+	storageDriver string
 }
 
 // connect builds the clients of a command that talks to the cluster.
@@ -98,7 +100,7 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 		return nil, fmt.Errorf("cannot create discovery client: %w", err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	return &clusterDeps{rest: rc, helm: helm, inv: inv, meta: mc, mapper: mapper, client: cs}, nil
+	return &clusterDeps{rest: rc, helm: helm, inv: inv, meta: mc, mapper: mapper, client: cs, storageDriver: c.storageDriver}, nil
 }
 
 // reconciler builds the one kind of Reconciler that run and plan share, so
@@ -107,9 +109,19 @@ func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts helmops.Cha
 	m *triggers.Metrics, events record.EventRecorder, log zerolog.Logger) *triggers.Reconciler {
 	return triggers.NewReconciler(triggers.ReconcilerOptions{
 		Helm: d.helm, Charts: charts, Triggers: triggers.TriggerReader{Client: d.meta, Mapper: d.mapper}, Inventory: d.inv,
-		Sources: triggers.SourceReader{Client: d.client},
+		Sources: d.sources(),
 		State:   state, StaleAfter: helmTimeout + 30*time.Second, Log: log, Metrics: m, Events: events,
 	})
+}
+
+// sources reads valuesFrom objects; Secrets only when release records are
+// Secrets too.
+func (d *clusterDeps) sources() triggers.ValuesSources {
+	var src triggers.ValuesSources = triggers.SourceReader{Client: d.client}
+	if d.storageDriver == helmops.DriverConfigMap {
+		src = triggers.NoSecretSources{Sources: src}
+	}
+	return src
 }
 
 // restConfig follows DESIGN §6: --kubeconfig, else in-cluster, else

@@ -1,7 +1,9 @@
 package decide
 
 import (
+	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -137,6 +139,12 @@ func MergeValues(rs *config.ReleaseSpec, sources []SourceValue, t config.Trigger
 		}
 		m, err := parseMap(content)
 		if err != nil {
+			var syntax yamlSyntaxError
+			if s.Ref.Kind == config.KindSecret && errors.As(err, &syntax) {
+				// The YAML library's messages quote what they could not
+				// read; of a Secret, only where it is may be told.
+				err = secretParseError(syntax.err)
+			}
 			return Merged{}, NewSourceError(s.Ref, s.Namespace, err)
 		}
 		out = mergeMaps(out, m)
@@ -163,10 +171,29 @@ func MergeValues(rs *config.ReleaseSpec, sources []SourceValue, t config.Trigger
 // through JSON; empty content is an empty map. The YAML error is kept (it
 // names a line, and is redacted with the source's content before anyone
 // sees it).
+// yamlSyntaxError is content the YAML library could not read; its message
+// may quote the content.
+type yamlSyntaxError struct{ err error }
+
+func (e yamlSyntaxError) Error() string { return "not valid YAML: " + e.err.Error() }
+func (e yamlSyntaxError) Unwrap() error { return e.err }
+
+var yamlLine = regexp.MustCompile(`line \d+`)
+
+// secretParseError is a parse error of a Secret's content without the
+// content: the line it is on, if the YAML library said, and what to do.
+func secretParseError(err error) error {
+	where := ""
+	if l := yamlLine.FindString(err.Error()); l != "" {
+		where = " (" + l + ")"
+	}
+	return fmt.Errorf("not a valid YAML map%s; the content is not shown because it comes from a Secret", where)
+}
+
 func parseMap(content string) (map[string]interface{}, error) {
 	var v interface{}
 	if err := yaml.Unmarshal([]byte(content), &v); err != nil {
-		return nil, fmt.Errorf("not valid YAML: %w", err)
+		return nil, yamlSyntaxError{err}
 	}
 	switch m := v.(type) {
 	case nil:

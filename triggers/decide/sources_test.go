@@ -143,13 +143,24 @@ func TestMergeFailures(t *testing.T) {
 		{"key missing", noKey, "values from Secret ns/creds, key values.yaml: the Secret has no such key"},
 		{"a list", secret("creds", "values.yaml", "- hunter22\n"), "values from Secret ns/creds, key values.yaml: not a YAML map (got a list)"},
 		{"a string", configMap("cm", "values.yaml", "hunter22"), "values from ConfigMap ns/cm, key values.yaml: not a YAML map (got a string)"},
-		{"not YAML", secret("creds", "values.yaml", "a: [hunter22\n"), "values from Secret ns/creds, key values.yaml: not valid YAML"},
+		{"not YAML", secret("creds", "values.yaml", "a: [hunter22\n"), "values from Secret ns/creds, key values.yaml: not a valid YAML map"},
+		{"not YAML in a ConfigMap", configMap("cm", "values.yaml", "a: [hunter22\n"), "values from ConfigMap ns/cm, key values.yaml: not valid YAML"},
+		// The YAML library quotes what it cannot read: of a Secret, nothing.
+		{"wrong tag", secret("creds", "values.yaml", "password: !!int hunter2secret\n"), "not a valid YAML map"},
+		{"list key", secret("creds", "values.yaml", "[s3cr3tToken]: x\n"), "not a valid YAML map"},
 	}
 	for _, tc := range cases {
 		_, err := merge(t, nil, tc.src)
 		var se *SourceError
 		if !errors.As(err, &se) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want a SourceError with %q", tc.name, err, tc.want)
+		}
+		if tc.src.Ref.Kind == config.KindSecret && err != nil {
+			for _, secretText := range []string{"hunter2", "s3cr3tToken"} {
+				if strings.Contains(err.Error(), secretText) {
+					t.Errorf("%s: the error quotes the Secret: %v", tc.name, err)
+				}
+			}
 		}
 		tc.src.Ref.Optional = true
 		m, err := merge(t, map[string]interface{}{"x": "y"}, tc.src)
