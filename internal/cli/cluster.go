@@ -2,9 +2,7 @@ package cli
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -134,18 +132,3 @@ func restConfig(kubeconfig, version string) (*rest.Config, error) {
 	cfg.UserAgent = "autox/" + version
 	return cfg, nil
 }
-
-// apiRequests counts the requests autox makes to the API server, Helm's
-// included (every client is built from one rest.Config).
-var apiRequests atomic.Int64
-
-func countRequests(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		apiRequests.Add(1)
-		return rt.RoundTrip(req)
-	})
-}
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

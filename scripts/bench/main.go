@@ -11,6 +11,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -33,6 +35,8 @@ import (
 
 type options struct {
 	triggers, relabels, workers, baselineSample int
+	floorWorkers                                int
+	chart                                       string
 	resync                                      time.Duration
 }
 
@@ -40,7 +44,9 @@ func main() {
 	var o options
 	flag.IntVar(&o.triggers, "triggers", 200, "trigger Deployments (each with 2 releases)")
 	flag.IntVar(&o.relabels, "relabels", 50, "relabels for the reaction latency")
-	flag.IntVar(&o.workers, "workers", 4, "autox --workers")
+	flag.IntVar(&o.workers, "workers", 0, "autox --workers (0: autox's default)")
+	flag.IntVar(&o.floorWorkers, "floor-workers", 16, "releases the floor client installs in parallel")
+	flag.StringVar(&o.chart, "chart", "one", "chart of testdata/charts every release installs")
 	flag.IntVar(&o.baselineSample, "baseline-sample", 0, "run the helm baseline for only this many releases and extrapolate (0: all)")
 	flag.DurationVar(&o.resync, "resync", 20*time.Second, "autox --resync (the no-op pass is the first periodic pass after convergence)")
 	flag.Parse()
@@ -92,7 +98,7 @@ func bench(ctx context.Context, o options) error {
 		}
 	}()
 	cs := cluster.Client
-	for _, ns := range []string{"bench", "baseline"} {
+	for _, ns := range []string{"bench", "baseline", "floor"} {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			return err
 		}
@@ -103,7 +109,7 @@ func bench(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	chart := filepath.Join(root, "testdata", "charts", "hello")
+	chart := filepath.Join(root, "testdata", "charts", o.chart)
 	r := results{Triggers: o.triggers, Releases: o.triggers * releasesPerTrigger}
 
 	// Baseline: the helm CLI, one `helm upgrade --install` after another.
@@ -124,13 +130,28 @@ func bench(ctx context.Context, o options) error {
 	r.Baseline = time.Since(start) * time.Duration(total) / time.Duration(n)
 	r.BaselineSampled = n < total
 
+	// The floor: the same releases' writes, made directly (see floor.go).
+	note("floor: the writes of %d releases with %d workers", total, o.floorWorkers)
+	fl, err := runFloor(ctx, cluster.Config, "floor", chart, total, o.floorWorkers)
+	if err != nil {
+		return err
+	}
+	r.Floor, r.FloorWrites = fl.took, fl.writes
+
 	// autox: cold convergence from nothing.
 	cfgPath := filepath.Join(work, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(config(o.triggers, chart)), 0o600); err != nil {
 		return err
 	}
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
 	args := []string{"run", "--config", cfgPath, "--kubeconfig", cluster.Kubeconfig, "--leader-elect=false",
-		"--http-addr", "127.0.0.1:0", "--resync", o.resync.String(), "--workers", strconv.Itoa(o.workers)}
+		"--http-addr", httpAddr, "--resync", o.resync.String()}
+	if o.workers > 0 {
+		args = append(args, "--workers", strconv.Itoa(o.workers))
+	}
 	note("autox: cold convergence of %d releases", total)
 	p, err := startAutox(ctx, autox, args)
 	if err != nil {
@@ -145,6 +166,9 @@ func bench(ctx context.Context, o options) error {
 	r.InstallMean = p.meanDuration("release install")
 	r.ColdRSS = p.peakRSS()
 	r.ColdRequests = p.lastRequests()
+	if r.ColdByKind, err = scrapeRequests(httpAddr); err != nil {
+		return fmt.Errorf("cold convergence: %w", err)
+	}
 
 	// No-op pass: the first periodic pass that starts after convergence.
 	p.resetPeak()
@@ -164,6 +188,11 @@ func bench(ctx context.Context, o options) error {
 	r.NoopPass = time.Duration(pass.DurationMS * float64(time.Millisecond))
 	r.NoopRequests = pass.APIRequests
 	r.NoopWrites = p.writesSince(converged)
+	afterPass, err := scrapeRequests(httpAddr)
+	if err != nil {
+		return fmt.Errorf("no-op pass: %w", err)
+	}
+	r.QuietByKind = afterPass.minus(r.ColdByKind)
 	r.NoopRSS = p.peakRSS()
 
 	// Restart: a new process with the same config, until its first complete pass.
@@ -470,6 +499,9 @@ func (p *process) kill() {
 type results struct {
 	Triggers, Releases                          int
 	Baseline, Cold, NoopPass, Restart           time.Duration
+	Floor                                       time.Duration
+	FloorWrites                                 int64
+	ColdByKind, QuietByKind                     requestCounts
 	BaselineSampled                             bool
 	ColdRSS, NoopRSS, RestartRSS, ReactionRSS   int64
 	ColdRequests, NoopRequests, RestartRequests int64
@@ -495,7 +527,11 @@ func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 
 func (r results) table(o options) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n### %d triggers × %d releases (%d releases), --workers %d\n\n", r.Triggers, releasesPerTrigger, r.Releases, o.workers)
+	workers := "default"
+	if o.workers > 0 {
+		workers = strconv.Itoa(o.workers)
+	}
+	fmt.Fprintf(&b, "\n### %d triggers × %d releases (%d releases) of chart %s, --workers %s\n\n", r.Triggers, releasesPerTrigger, r.Releases, o.chart, workers)
 	fmt.Fprintf(&b, "Machine: %s, %d cores, %s, %s/%s, %s; %s.\n\n", cpuModel(), runtime.NumCPU(), memTotal(), runtime.GOOS, runtime.GOARCH, runtime.Version(), time.Now().UTC().Format("2006-01-02"))
 	b.WriteString("| measure | autox | baseline / target |\n|---|---|---|\n")
 	baseline := secs(r.Baseline) + " (`helm upgrade --install`, one after another"
@@ -504,12 +540,22 @@ func (r results) table(o options) string {
 	}
 	baseline += ")"
 	fmt.Fprintf(&b, "| cold convergence, nothing → all deployed | %s | %s |\n", secs(r.Cold), baseline)
+	fmt.Fprintf(&b, "| floor: the same releases' writes (%.0f per release) made directly, %d workers, no rate limit | %s | |\n",
+		float64(r.FloorWrites)/float64(r.Releases), o.floorWorkers, secs(r.Floor))
+	fmt.Fprintf(&b, "| autox's speed as a share of the floor's | %.0f %% | target ≥ 50 %% |\n", 100*r.Floor.Seconds()/r.Cold.Seconds())
+	fmt.Fprintf(&b, "| API requests per release installed, cold (all / writes) | %.2f / %.2f | floor: %.2f / %.2f |\n",
+		float64(r.ColdByKind.total())/float64(r.Releases), float64(r.ColdByKind.writes())/float64(r.Releases),
+		float64(r.FloorWrites)/float64(r.Releases), float64(r.FloorWrites)/float64(r.Releases))
+	for _, k := range r.ColdByKind.sorted() {
+		fmt.Fprintf(&b, "| … %s %s | %.2f | |\n", k.verb, k.resource, float64(r.ColdByKind[k])/float64(r.Releases))
+	}
 	fmt.Fprintf(&b, "| mean time of one Helm install inside autox | %s | |\n", secs(r.InstallMean))
 	fmt.Fprintf(&b, "| CPU time of autox during cold convergence | %s | |\n", secs(r.ColdCPU))
 	fmt.Fprintf(&b, "| speed-up over the baseline | %.1f× | target ≥ 5× |\n", r.Baseline.Seconds()/r.Cold.Seconds())
 	fmt.Fprintf(&b, "| no-op periodic pass: time | %s | target < 2 s |\n", secs(r.NoopPass))
 	fmt.Fprintf(&b, "| no-op periodic pass: API requests | %d | must not grow with triggers |\n", r.NoopRequests)
 	fmt.Fprintf(&b, "| no-op periodic pass: Helm writes | %d | must be 0 |\n", r.NoopWrites)
+	fmt.Fprintf(&b, "| converged → end of the no-op pass: API requests (writes) | %d (%d): %s | writes must be 0 |\n", r.QuietByKind.total(), r.QuietByKind.writes(), r.QuietByKind)
 	fmt.Fprintf(&b, "| restart → first complete pass: time | %s | |\n", secs(r.Restart))
 	fmt.Fprintf(&b, "| restart → first complete pass: API requests (first pass) | %d | |\n", r.RestartRequests)
 	fmt.Fprintf(&b, "| restart: Helm writes | %d | must be 0 |\n", r.RestartWrites)
@@ -549,4 +595,116 @@ func memTotal() string {
 		}
 	}
 	return "? memory"
+}
+
+// ---- autox's API requests, from its /metrics ----
+
+type requestKind struct{ verb, resource string }
+
+// requestCounts are the values of autox_kube_api_requests_total.
+type requestCounts map[requestKind]int64
+
+func (c requestCounts) total() int64 {
+	var n int64
+	for _, v := range c {
+		n += v
+	}
+	return n
+}
+
+func (c requestCounts) writes() int64 {
+	var n int64
+	for k, v := range c {
+		switch k.verb {
+		case "get", "list", "watch":
+		default:
+			n += v
+		}
+	}
+	return n
+}
+
+func (c requestCounts) minus(o requestCounts) requestCounts {
+	out := requestCounts{}
+	for k, v := range c {
+		if d := v - o[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// sorted returns the kinds, most requests first.
+func (c requestCounts) sorted() []requestKind {
+	ks := make([]requestKind, 0, len(c))
+	for k := range c {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		if c[ks[i]] != c[ks[j]] {
+			return c[ks[i]] > c[ks[j]]
+		}
+		return ks[i].verb+ks[i].resource < ks[j].verb+ks[j].resource
+	})
+	return ks
+}
+
+func (c requestCounts) String() string {
+	var parts []string
+	for _, k := range c.sorted() {
+		parts = append(parts, fmt.Sprintf("%s %s %d", k.verb, k.resource, c[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// scrapeRequests reads autox_kube_api_requests_total from autox's /metrics.
+func scrapeRequests(addr string) (requestCounts, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("cannot read autox's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	out := requestCounts{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if !strings.HasPrefix(l, "autox_kube_api_requests_total{") {
+			continue
+		}
+		labels, value, ok := strings.Cut(strings.TrimPrefix(l, "autox_kube_api_requests_total{"), "} ")
+		if !ok {
+			continue
+		}
+		var k requestKind
+		for _, kv := range strings.Split(labels, ",") {
+			name, v, _ := strings.Cut(kv, "=")
+			v = strings.Trim(v, `"`)
+			switch name {
+			case "verb":
+				k.verb = v
+			case "resource":
+				k.resource = v
+			}
+		}
+		f, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			continue
+		}
+		out[k] = int64(f)
+	}
+	return out, sc.Err()
+}
+
+// freeAddr returns a local address nothing listens on, for autox's --http-addr.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
