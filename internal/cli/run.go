@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
@@ -140,11 +141,15 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 		log.Warn().Str("config", f.config).Msg("the config file is a mount point of its own, as with a subPath volume mount: " +
 			"the kubelet never updates those, so config changes will not reach autox; mount the whole ConfigMap as a directory")
 	}
-	base, err := restConfig(f.kubeconfig, version)
+	base, err := f.clusterFlags.restConfig(version)
 	if err != nil {
 		return &exitError{1, err}
 	}
-	leaseClient, err := kubernetes.NewForConfig(base)
+	// The Lease is renewed outside the shared rate limit: a busy
+	// convergence must not delay renewals into a lost leadership.
+	leaseConfig := rest.CopyConfig(base)
+	leaseConfig.RateLimiter, leaseConfig.QPS, leaseConfig.Burst = nil, -1, 0
+	leaseClient, err := kubernetes.NewForConfig(leaseConfig)
 	if err != nil {
 		return &exitError{1, fmt.Errorf("cannot create Kubernetes client: %w", err)}
 	}
