@@ -162,6 +162,7 @@ func bench(ctx context.Context, o options) error {
 		return fmt.Errorf("cold convergence: %w", err)
 	}
 	r.Cold = time.Since(p.started)
+	note("autox: first install logged %s after exec; the last %s", p.firstAt("release install").Sub(p.started).Round(time.Millisecond), r.Cold.Round(time.Millisecond))
 	r.ColdCPU = p.cpuTime()
 	r.InstallMean = p.meanDuration("release install")
 	r.ColdRSS = p.peakRSS()
@@ -355,6 +356,18 @@ func (p *process) lastAt() time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.lines[len(p.lines)-1].at
+}
+
+// firstAt is when the first line with that message was read.
+func (p *process) firstAt(msg string) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.lines {
+		if l.Message == msg {
+			return l.at
+		}
+	}
+	return time.Time{}
 }
 
 // lastRequests is the apiRequests of the latest pass line, or 0.
