@@ -240,6 +240,9 @@ func (m *Manager) actionConfig(namespace string, hide *redact.Redactor) (*action
 	if kc, ok := cfg.KubeClient.(*kube.Client); ok {
 		cfg.KubeClient = reachable{kc}
 	}
+	if m.opts.StorageDriver == DriverSecret {
+		cfg.Releases.Driver = newSecretRecords(m.clientset.CoreV1().Secrets(namespace), m.debugLog(namespace, hide))
+	}
 	return cfg, nil
 }
 
