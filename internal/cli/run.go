@@ -62,7 +62,7 @@ func newRunCommand(version string) *cobra.Command {
 	fs.DurationVar(&f.configCheckInterval, "config-check-interval", 30*time.Second, "period of the config file check that backs up file events")
 	f.clusterFlags.register(fs)
 	fs.DurationVar(&f.resync, "resync", time.Minute, "period of the pass that reconciles every spec")
-	fs.IntVar(&f.workers, "workers", 4, "specs reconciled in parallel")
+	fs.IntVar(&f.workers, "workers", 16, "specs reconciled in parallel (each runs up to 4 of its release specs at once); see the README on sizing it")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a stop waits for running Helm operations")
 	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "chart cache directory")
 	fs.StringVar(&f.repositoryConfig, "repository-config", "", "Helm repositories.yaml with chart repository credentials")
