@@ -31,6 +31,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
+
+	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/triggers/decide"
 )
 
 // The floor is the least an installer of these releases must write: per
@@ -57,9 +60,29 @@ type floorResult struct {
 	writes int64
 }
 
-// runFloor installs n releases of chartDir in namespace ns the floor's way.
-// Release i gets the values autox gives release i of the bench config.
-func runFloor(ctx context.Context, base *rest.Config, ns, chartDir string, n, workers int) (floorResult, error) {
+// floorPlan is one release the floor installs.
+type floorPlan struct {
+	name   string
+	values map[string]interface{}
+	labels map[string]string // release labels, as Helm's Install.Labels
+}
+
+// floorPlans are n releases named and valued as autox's releases of the
+// bench config, without autox's labels.
+func floorPlans(n int) []floorPlan {
+	plans := make([]floorPlan, n)
+	for i := range plans {
+		plans[i] = floorPlan{name: fmt.Sprintf("f%04d-r%d", i/releasesPerTrigger, i%releasesPerTrigger), values: map[string]interface{}{
+			"index": i, "autox": map[string]interface{}{"trigger": map[string]interface{}{
+				"group": "apps", "version": "v1", "resource": "deployments", "name": fmt.Sprintf("t%04d", i/releasesPerTrigger),
+				"namespace": "bench", "labels": map[string]interface{}{"app.kubernetes.io/version": "1.0.0"}}}}}
+	}
+	return plans
+}
+
+// runFloor installs the planned releases of chartDir in namespace ns the
+// floor's way.
+func runFloor(ctx context.Context, base *rest.Config, ns, chartDir string, plans []floorPlan, workers int) (floorResult, error) {
 	cfg := rest.CopyConfig(base)
 	cfg.QPS, cfg.Burst = -1, 0 // no client-side rate limit
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -79,9 +102,10 @@ func runFloor(ctx context.Context, base *rest.Config, ns, chartDir string, n, wo
 	if err != nil {
 		return floorResult{}, err
 	}
+	n := len(plans)
 	rels := make([]floorRelease, n)
 	for i := range rels {
-		if rels[i], err = prepareFloorRelease(ch, ns, fmt.Sprintf("f%04d-r%d", i/releasesPerTrigger, i%releasesPerTrigger), i, mapper); err != nil {
+		if rels[i], err = prepareFloorRelease(ch, ns, plans[i], mapper); err != nil {
 			return floorResult{}, err
 		}
 	}
@@ -143,10 +167,8 @@ func installFloorRelease(ctx context.Context, cs kubernetes.Interface, dyn dynam
 
 // prepareFloorRelease renders the chart for one release and encodes its
 // records the way Helm's secret driver does (JSON, gzip, base64).
-func prepareFloorRelease(ch *chart.Chart, ns, name string, index int, mapper *restmapper.DeferredDiscoveryRESTMapper) (floorRelease, error) {
-	vals := map[string]interface{}{"index": index, "autox": map[string]interface{}{"trigger": map[string]interface{}{
-		"group": "apps", "version": "v1", "resource": "deployments", "name": fmt.Sprintf("t%04d", index/releasesPerTrigger),
-		"namespace": "bench", "labels": map[string]interface{}{"app.kubernetes.io/version": "1.0.0"}}}}
+func prepareFloorRelease(ch *chart.Chart, ns string, plan floorPlan, mapper *restmapper.DeferredDiscoveryRESTMapper) (floorRelease, error) {
+	name, vals := plan.name, plan.values
 	opts := chartutil.ReleaseOptions{Name: name, Namespace: ns, Revision: 1, IsInstall: true}
 	toRender, err := chartutil.ToRenderValues(ch, vals, opts, chartutil.DefaultCapabilities)
 	if err != nil {
@@ -183,7 +205,7 @@ func prepareFloorRelease(ch *chart.Chart, ns, name string, index int, mapper *re
 		}
 	}
 	now := time.Now()
-	rel := &release.Release{Name: name, Namespace: ns, Version: 1, Chart: ch, Config: vals, Manifest: manifest.String(),
+	rel := &release.Release{Name: name, Namespace: ns, Version: 1, Chart: ch, Config: vals, Manifest: manifest.String(), Labels: plan.labels,
 		Info: &release.Info{FirstDeployed: helmTime(now), LastDeployed: helmTime(now), Status: release.StatusPendingInstall, Description: "Initial install underway"}}
 	if out.pending, err = releaseSecret(rel); err != nil {
 		return floorRelease{}, err
@@ -214,8 +236,8 @@ func releaseSecret(rel *release.Release) (*corev1.Secret, error) {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: fmt.Sprintf("sh.helm.release.v1.%s.v%d", rel.Name, rel.Version),
-			Labels: map[string]string{"name": rel.Name, "owner": "helm", "status": rel.Info.Status.String(),
-				"version": strconv.Itoa(rel.Version)},
+			Labels: merge(rel.Labels, map[string]string{"name": rel.Name, "owner": "helm", "status": rel.Info.Status.String(),
+				"version": strconv.Itoa(rel.Version)}),
 		},
 		Type: "helm.sh/release.v1",
 		Data: map[string][]byte{"release": []byte(base64.StdEncoding.EncodeToString(buf.Bytes()))},
@@ -234,3 +256,30 @@ func merge(a, b map[string]string) map[string]string {
 }
 
 func helmTime(t time.Time) helmtime.Time { return helmtime.Time{Time: t} }
+
+// seedPlans are the releases autox would install for cfg, with the labels it
+// would write (spec, release spec, instance, digest, revision 1), so that
+// autox finds them in sync: a fleet too big to converge within a run starts
+// converged.
+func seedPlans(cfg *config.Config, labels map[string]string) ([]floorPlan, error) {
+	var plans []floorPlan
+	for _, name := range cfg.SpecNames() {
+		spec := cfg.Specs[name]
+		for _, id := range spec.ReleaseSpecIDs() {
+			rs := spec.ReleaseSpecs[id]
+			ch, err := loader.Load(rs.Chart.Path)
+			if err != nil {
+				return nil, err
+			}
+			values := decide.DesiredValues(rs, spec.Trigger, labels)
+			digest, err := decide.Digest(ch.Metadata.Name, ch.Metadata.Version, values)
+			if err != nil {
+				return nil, err
+			}
+			plans = append(plans, floorPlan{name: rs.ReleaseName, values: values, labels: map[string]string{
+				"autox.dev/spec": name, "autox.dev/release-spec": id, "autox.dev/instance": "autox",
+				"autox.dev/digest": digest, "autox.dev/revision": "1"}})
+		}
+	}
+	return plans, nil
+}
