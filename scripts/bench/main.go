@@ -186,7 +186,9 @@ func bench(ctx context.Context, o options) error {
 		return fmt.Errorf("cold convergence: %w", err)
 	}
 	r.Cold = time.Since(p.started)
-	note("autox: first install logged %s after exec; the last %s", p.firstAt("release install").Sub(p.started).Round(time.Millisecond), r.Cold.Round(time.Millisecond))
+	if !o.seed {
+		note("autox: first install logged %s after exec; the last %s", p.firstAt("release install").Sub(p.started).Round(time.Millisecond), r.Cold.Round(time.Millisecond))
+	}
 	r.ColdCPU = p.cpuTime()
 	r.ColdServerCPU = serverCPU() - serverBefore
 	r.InstallMean = p.meanDuration("release install")
