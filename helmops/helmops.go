@@ -242,8 +242,25 @@ func (m *Manager) actionConfig(namespace string, hide *redact.Redactor) (*action
 		return nil, err
 	}
 	cfg.Capabilities = caps
+	if kc, ok := cfg.KubeClient.(*kube.Client); ok {
+		cfg.KubeClient = reachable{kc}
+	}
+	if m.opts.StorageDriver == DriverSecret {
+		cfg.Releases.Driver = newSecretRecords(m.clientset.CoreV1().Secrets(namespace), m.debugLog(namespace, hide))
+	}
 	return cfg, nil
 }
+
+// reachable is Helm's kube client without its reachability check: before
+// every install and upgrade Helm asks the API server for its version only to
+// learn that it answers, one request per release in series with the rest.
+// The capabilities shared by all operations were read from that server, and
+// an unreachable one fails the operation's next request instead, before any
+// write. Embedding the *kube.Client keeps every optional interface Helm
+// checks for (deletion propagation, waits, logs).
+type reachable struct{ *kube.Client }
+
+func (reachable) IsReachable() error { return nil }
 
 func (m *Manager) debugLog(namespace string, hide *redact.Redactor) action.DebugLog {
 	l := m.opts.Log.With().Str("namespace", namespace).Str("component", "helm").Logger()
@@ -413,10 +430,11 @@ func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
 	if err := notStarted(ctx, "install", d.Namespace, d.Name); err != nil {
 		return 0, err
 	}
-	in, _, err := m.newInstall(d)
+	in, cfg, err := m.newInstall(d)
 	if err != nil {
 		return 0, err
 	}
+	cfg.Releases.Driver = &seenFree{Driver: cfg.Releases.Driver, name: d.Name}
 	var rel *release.Release
 	err = m.untilDone(ctx, func() (err error) {
 		rel, err = in.Run(d.Chart, d.Values)
@@ -427,6 +445,28 @@ func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
 		return 0, fmt.Errorf("cannot install release %s/%s: %w", d.Namespace, d.Name, d.Redact.Error(err))
 	}
 	return rel.Version, nil
+}
+
+// seenFree is the storage driver of an install, which its caller decided
+// from records showing no release of that name (a reconcile's reads just
+// before, or Reinstall's uninstall, which waits until they are gone). Helm
+// reads the name's history once more before it writes, a LIST per install
+// whose cost grows with the records of the namespace: seenFree answers that
+// one query with "none". It stays safe when someone installs the name in
+// between: Helm's first write creates the record of revision 1, which the
+// API server refuses when it exists, so the install fails writing nothing.
+type seenFree struct {
+	driver.Driver
+	name    string
+	checked bool
+}
+
+func (s *seenFree) Query(labels map[string]string) ([]*release.Release, error) {
+	if !s.checked && len(labels) == 2 && labels["name"] == s.name && labels["owner"] == "helm" {
+		s.checked = true
+		return nil, driver.ErrReleaseNotFound
+	}
+	return s.Driver.Query(labels)
 }
 
 // Upgrade upgrades a release to exactly d's chart and values (ResetValues:

@@ -219,3 +219,35 @@ func TestInstallErrorsAreReturned(t *testing.T) {
 		t.Fatal("LocalCharts must refuse repository charts")
 	}
 }
+
+// An install does not read the name's history again (its caller just saw
+// the name free); a release someone installed meanwhile still makes it
+// fail, and is left as it was.
+func TestInstallOverATakenNameFails(t *testing.T) {
+	ctx := context.Background()
+	m := newManager(t, DriverSecret)
+	ns := cluster.Namespace(t)
+	installLabelled(t, m, ns, "taken", nil)
+	before, err := cluster.Client.CoreV1().Secrets(ns).Get(ctx, "sh.helm.release.v1.taken.v1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Install(ctx, desired(t, ns, "taken", "charts/hello", map[string]interface{}{"greeting": "mine"})); err == nil {
+		t.Fatal("installing over an existing release must fail")
+	}
+	after, err := cluster.Client.CoreV1().Secrets(ns).Get(ctx, "sh.helm.release.v1.taken.v1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != before.ResourceVersion {
+		t.Error("the existing release record was written")
+	}
+	list, err := cluster.Client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=taken"})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("records of the release: %d, %v", len(list.Items), err)
+	}
+	cm, err := cluster.Client.CoreV1().ConfigMaps(ns).Get(ctx, "taken", metav1.GetOptions{})
+	if err != nil || cm.Data["greeting"] == "mine" {
+		t.Fatalf("the existing release's object was changed: %v %v", cm.Data, err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -381,18 +382,7 @@ func (r *Reconciler) sweep(ctx context.Context, cfg *config.Config, specName str
 // run decides an observation and applies its steps.
 func (r *Reconciler) run(ctx context.Context, o *observed, start time.Time) error {
 	steps, planErr := r.decide(o)
-	errs := []error{planErr}
-	for _, s := range steps {
-		if ctx.Err() != nil {
-			// Cancelled past the shutdown timeout or by a fenced term: start
-			// no further Helm operation.
-			errs = append(errs, fmt.Errorf("release %s/%s not changed: %w", s.Namespace, s.Release, ctx.Err()))
-			break
-		}
-		if err := r.apply(ctx, o, s); err != nil {
-			errs = append(errs, fmt.Errorf("%w: %w", ErrStepFailed, err))
-		}
-	}
+	errs := append([]error{planErr}, r.applyAll(ctx, o, steps)...)
 	err := errors.Join(errs...)
 	r.count(o.Spec, err, start)
 	ev := r.opts.Log.Debug()
@@ -404,6 +394,48 @@ func (r *Reconciler) run(ctx context.Context, o *observed, start time.Time) erro
 	}
 	ev.Str("spec", o.Spec).Dur("duration", time.Since(start)).Int("releases", len(steps)).Msg("spec reconciled")
 	return err
+}
+
+// stepsInParallel bounds the release operations of one spec that run at
+// once. The workers bound the specs; this bounds what one spec with many
+// release specs adds, so its share of the API server stays that of a few.
+const stepsInParallel = 4
+
+// applyAll applies one spec's steps and returns their errors in step order.
+// Steps on different releases are independent, except that removals (the
+// uninstalls the plan puts first) may free a name or objects that a release
+// spec's step needs: so the leading uninstalls run first, then the other
+// steps, each group stepsInParallel at a time. A step not yet started when
+// ctx ends is not started (cancelled past the shutdown timeout or by a
+// fenced term); the others finish.
+func (r *Reconciler) applyAll(ctx context.Context, o *observed, steps []decide.Step) []error {
+	errs := make([]error, len(steps))
+	removals := 0
+	for removals < len(steps) && steps[removals].Action == decide.ActionUninstall {
+		removals++
+	}
+	for _, group := range [][2]int{{0, removals}, {removals, len(steps)}} {
+		var wg sync.WaitGroup
+		slots := make(chan struct{}, stepsInParallel)
+		for i := group[0]; i < group[1]; i++ {
+			slots <- struct{}{}
+			if ctx.Err() != nil {
+				<-slots
+				s := steps[i]
+				errs[i] = fmt.Errorf("release %s/%s not changed: %w", s.Namespace, s.Release, ctx.Err())
+				continue
+			}
+			wg.Add(1)
+			go func(i int) {
+				defer func() { <-slots; wg.Done() }()
+				if err := r.apply(ctx, o, steps[i]); err != nil {
+					errs[i] = fmt.Errorf("%w: %w", ErrStepFailed, err)
+				}
+			}(i)
+		}
+		wg.Wait()
+	}
+	return errs
 }
 
 // count records one reconcile of a spec, failed ones included (a trigger

@@ -2,9 +2,7 @@ package cli
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -19,6 +17,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/triggers"
@@ -30,6 +29,8 @@ type clusterFlags struct {
 	instance                  string
 	helmTimeout               time.Duration
 	maxHistory                int
+	kubeAPIQPS                float32
+	kubeAPIBurst              int
 }
 
 func (c *clusterFlags) register(fs *pflag.FlagSet) {
@@ -38,6 +39,8 @@ func (c *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.instance, "instance", helmops.DefaultInstance, "name of this autox installation (a DNS-1123 label): it owns only the releases labelled with it, so several installations can share a namespace")
 	fs.DurationVar(&c.helmTimeout, "helm-timeout", 5*time.Minute, "bound of one Helm operation; a pending release older than this plus 30s is unlocked")
 	fs.IntVar(&c.maxHistory, "max-history", 10, "revisions kept per release")
+	fs.Float32Var(&c.kubeAPIQPS, "kube-api-qps", -1, "client-side limit of the requests per second autox sends to the API server, Helm's included; -1: no client-side limit (the API server's priority and fairness protects it, and --workers bounds the requests in flight)")
+	fs.IntVar(&c.kubeAPIBurst, "kube-api-burst", 300, "requests autox may send at once above --kube-api-qps, when that is positive")
 }
 
 // clusterDeps are the clients built from clusterFlags.
@@ -57,7 +60,7 @@ func (c *clusterFlags) connect(version string, log zerolog.Logger) (*clusterDeps
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	rc, err := restConfig(c.kubeconfig, version)
+	rc, err := c.restConfig(version)
 	if err != nil {
 		return nil, err
 	}
@@ -68,6 +71,9 @@ func (c *clusterFlags) connect(version string, log zerolog.Logger) (*clusterDeps
 func (c *clusterFlags) check() error {
 	if errs := validation.IsDNS1123Label(c.instance); len(errs) > 0 {
 		return fmt.Errorf("invalid --instance %q: %s", c.instance, strings.Join(errs, "; "))
+	}
+	if c.kubeAPIQPS > 0 && c.kubeAPIBurst < 1 {
+		return fmt.Errorf("invalid --kube-api-burst %d: must be at least 1 when --kube-api-qps is positive", c.kubeAPIBurst)
 	}
 	return nil
 }
@@ -126,12 +132,21 @@ func (d *clusterDeps) sources() triggers.ValuesSources {
 
 // restConfig follows DESIGN §6: --kubeconfig, else in-cluster, else
 // $KUBECONFIG, else ~/.kube/config. version goes into the User-Agent.
-func restConfig(kubeconfig, version string) (*rest.Config, error) {
+//
+// A positive --kube-api-qps is one token bucket that every client built
+// from the config shares (rest.CopyConfig keeps it): it bounds what the
+// process sends, Helm's per-operation clients included, where a QPS field
+// alone would give each client its own bucket. The default is no
+// client-side limit, as controller-runtime and Flux (when the API server has
+// priority and fairness, GA since Kubernetes 1.29) do: the server queues and
+// sheds load per flow itself, and autox's requests in flight are bounded by
+// its workers (each makes its requests one after another).
+func (c *clusterFlags) restConfig(version string) (*rest.Config, error) {
 	var (
 		cfg *rest.Config
 		err error
 	)
-	if kubeconfig != "" {
+	if kubeconfig := c.kubeconfig; kubeconfig != "" {
 		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
 	} else if cfg, err = rest.InClusterConfig(); err != nil {
 		rules := clientcmd.NewDefaultClientConfigLoadingRules()
@@ -140,25 +155,13 @@ func restConfig(kubeconfig, version string) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot configure the Kubernetes client: %w", err)
 	}
-	// client-go's default of 5 requests/s would make convergence of many
-	// releases crawl; the API server's own priority and fairness protects it.
-	cfg.QPS, cfg.Burst = 100, 200
+	cfg.QPS, cfg.Burst = c.kubeAPIQPS, c.kubeAPIBurst
+	if c.kubeAPIQPS > 0 {
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(c.kubeAPIQPS, c.kubeAPIBurst)
+	} else {
+		cfg.QPS = -1 // 0 would be client-go's default of 5 per second
+	}
 	cfg.Wrap(countRequests)
 	cfg.UserAgent = "autox/" + version
 	return cfg, nil
 }
-
-// apiRequests counts the requests autox makes to the API server, Helm's
-// included (every client is built from one rest.Config).
-var apiRequests atomic.Int64
-
-func countRequests(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		apiRequests.Add(1)
-		return rt.RoundTrip(req)
-	})
-}
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/autox-dev/autox/config"
@@ -62,7 +63,7 @@ func newRunCommand(version string) *cobra.Command {
 	fs.DurationVar(&f.configCheckInterval, "config-check-interval", 30*time.Second, "period of the config file check that backs up file events")
 	f.clusterFlags.register(fs)
 	fs.DurationVar(&f.resync, "resync", time.Minute, "period of the pass that reconciles every spec")
-	fs.IntVar(&f.workers, "workers", 4, "specs reconciled in parallel")
+	fs.IntVar(&f.workers, "workers", 16, "specs reconciled in parallel (each runs up to 4 of its release specs at once); see the README on sizing it")
 	fs.DurationVar(&f.valuesCoalesce, "values-coalesce", 2*time.Second, "how long a change of a valuesFrom Secret or ConfigMap waits before its releases are reconciled, so that sources changed together make one upgrade")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a stop waits for running Helm operations")
 	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "chart cache directory")
@@ -142,11 +143,15 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 		log.Warn().Str("config", f.config).Msg("the config file is a mount point of its own, as with a subPath volume mount: " +
 			"the kubelet never updates those, so config changes will not reach autox; mount the whole ConfigMap as a directory")
 	}
-	base, err := restConfig(f.kubeconfig, version)
+	base, err := f.clusterFlags.restConfig(version)
 	if err != nil {
 		return &exitError{1, err}
 	}
-	leaseClient, err := kubernetes.NewForConfig(base)
+	// The Lease is renewed outside the shared rate limit: a busy
+	// convergence must not delay renewals into a lost leadership.
+	leaseConfig := rest.CopyConfig(base)
+	leaseConfig.RateLimiter, leaseConfig.QPS, leaseConfig.Burst = nil, -1, 0
+	leaseClient, err := kubernetes.NewForConfig(leaseConfig)
 	if err != nil {
 		return &exitError{1, fmt.Errorf("cannot create Kubernetes client: %w", err)}
 	}

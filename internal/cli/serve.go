@@ -54,10 +54,7 @@ func serveHTTP(addr string, metrics prometheus.Gatherer, p probes, log zerolog.L
 // collectors. The components register theirs on it.
 func newRegistry() (*prometheus.Registry, error) {
 	reg := prometheus.NewRegistry()
-	requests := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "autox_kube_api_requests_total", Help: "Requests made to the Kubernetes API server, Helm's included.",
-	}, func() float64 { return float64(apiRequests.Load()) })
-	for _, c := range []prometheus.Collector{requests, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+	for _, c := range []prometheus.Collector{apiRequestsByKind, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("cannot register metrics: %w", err)
 		}

@@ -11,6 +11,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -20,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,11 +31,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/testenv"
 )
 
 type options struct {
 	triggers, relabels, workers, baselineSample int
+	floorWorkers                                int
+	seed                                        bool
+	chart                                       string
 	resync                                      time.Duration
 }
 
@@ -40,7 +47,10 @@ func main() {
 	var o options
 	flag.IntVar(&o.triggers, "triggers", 200, "trigger Deployments (each with 2 releases)")
 	flag.IntVar(&o.relabels, "relabels", 50, "relabels for the reaction latency")
-	flag.IntVar(&o.workers, "workers", 4, "autox --workers")
+	flag.IntVar(&o.workers, "workers", 0, "autox --workers (0: autox's default)")
+	flag.IntVar(&o.floorWorkers, "floor-workers", 16, "releases the floor client installs in parallel")
+	flag.StringVar(&o.chart, "chart", "one", "chart of testdata/charts every release installs")
+	flag.BoolVar(&o.seed, "seed", false, "instead of timing autox's cold convergence, write the releases autox would install (the floor's way, with autox's labels) and start autox on them: for fleets too big to converge within a run")
 	flag.IntVar(&o.baselineSample, "baseline-sample", 0, "run the helm baseline for only this many releases and extrapolate (0: all)")
 	flag.DurationVar(&o.resync, "resync", 20*time.Second, "autox --resync (the no-op pass is the first periodic pass after convergence)")
 	flag.Parse()
@@ -92,18 +102,16 @@ func bench(ctx context.Context, o options) error {
 		}
 	}()
 	cs := cluster.Client
-	for _, ns := range []string{"bench", "baseline"} {
+	for _, ns := range []string{"bench", "baseline", "floor"} {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			return err
 		}
 	}
 	note("creating %d trigger Deployments", o.triggers)
-	for i := 0; i < o.triggers; i++ {
-		if _, err := cs.AppsV1().Deployments("bench").Create(ctx, deployment(i, "1.0.0"), metav1.CreateOptions{}); err != nil {
-			return err
-		}
+	if err := createTriggers(ctx, cs, o.triggers); err != nil {
+		return err
 	}
-	chart := filepath.Join(root, "testdata", "charts", "hello")
+	chart := filepath.Join(root, "testdata", "charts", o.chart)
 	r := results{Triggers: o.triggers, Releases: o.triggers * releasesPerTrigger}
 
 	// Baseline: the helm CLI, one `helm upgrade --install` after another.
@@ -124,36 +132,82 @@ func bench(ctx context.Context, o options) error {
 	r.Baseline = time.Since(start) * time.Duration(total) / time.Duration(n)
 	r.BaselineSampled = n < total
 
+	// The floor: the same releases' writes, made directly (see floor.go).
+	note("floor: the writes of %d releases with %d workers", total, o.floorWorkers)
+	serverBefore := serverCPU()
+	fl, err := runFloor(ctx, cluster.Config, "floor", chart, floorPlans(total), o.floorWorkers)
+	if err != nil {
+		return err
+	}
+	r.FloorServerCPU = serverCPU() - serverBefore
+	r.Floor, r.FloorWrites = fl.took, fl.writes
+
 	// autox: cold convergence from nothing.
 	cfgPath := filepath.Join(work, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(config(o.triggers, chart)), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(configYAML(o.triggers, chart)), 0o600); err != nil {
+		return err
+	}
+	httpAddr, err := freeAddr()
+	if err != nil {
 		return err
 	}
 	args := []string{"run", "--config", cfgPath, "--kubeconfig", cluster.Kubeconfig, "--leader-elect=false",
-		"--http-addr", "127.0.0.1:0", "--resync", o.resync.String(), "--workers", strconv.Itoa(o.workers)}
+		"--http-addr", httpAddr, "--resync", o.resync.String()}
+	if o.workers > 0 {
+		args = append(args, "--workers", strconv.Itoa(o.workers))
+	}
+	if o.seed {
+		cfg, err := config.Load(cfgPath)
+		if err != nil {
+			return err
+		}
+		plans, err := seedPlans(cfg, map[string]string{"app.kubernetes.io/version": "1.0.0"})
+		if err != nil {
+			return err
+		}
+		note("seeding the %d releases autox would install", len(plans))
+		if _, err := runFloor(ctx, cluster.Config, "bench", chart, plans, o.floorWorkers); err != nil {
+			return fmt.Errorf("seed: %w", err)
+		}
+		r.Seeded = true
+	}
 	note("autox: cold convergence of %d releases", total)
+	serverBefore = serverCPU()
 	p, err := startAutox(ctx, autox, args)
 	if err != nil {
 		return err
 	}
 	defer p.kill()
-	if err := p.waitFor(ctx, 30*time.Minute, func(l line) bool { return p.count("release install") >= total }); err != nil {
+	converged := func(l line) bool { return p.count("release install") >= total }
+	if o.seed {
+		converged = func(l line) bool { return l.Message == "pass complete" }
+	}
+	if err := p.waitFor(ctx, 30*time.Minute, converged); err != nil {
 		return fmt.Errorf("cold convergence: %w", err)
 	}
 	r.Cold = time.Since(p.started)
+	if !o.seed {
+		note("autox: first install logged %s after exec; the last %s", p.firstAt("release install").Sub(p.started).Round(time.Millisecond), r.Cold.Round(time.Millisecond))
+	}
 	r.ColdCPU = p.cpuTime()
+	r.ColdServerCPU = serverCPU() - serverBefore
 	r.InstallMean = p.meanDuration("release install")
 	r.ColdRSS = p.peakRSS()
 	r.ColdRequests = p.lastRequests()
+	if r.ColdByKind, err = scrapeRequests(httpAddr); err != nil {
+		return fmt.Errorf("cold convergence: %w", err)
+	}
 
-	// No-op pass: the first periodic pass that starts after convergence.
+	// No-op pass: the first periodic pass that starts after convergence
+	// may still finish specs that passes during convergence queued again;
+	// the pass after it has nothing at all to do.
 	p.resetPeak()
-	converged := time.Now()
+	convergedAt := time.Now()
 	note("autox: waiting for a periodic pass with nothing to do (--resync %s)", o.resync)
 	var pass line
 	if err := p.waitFor(ctx, 2*o.resync+time.Minute, func(l line) bool {
 		started := l.at.Add(-time.Duration(l.DurationMS * float64(time.Millisecond)))
-		if l.Message == "pass complete" && started.After(converged) {
+		if l.Message == "pass complete" && started.After(convergedAt) {
 			pass = l
 			return true
 		}
@@ -161,9 +215,32 @@ func bench(ctx context.Context, o options) error {
 	}); err != nil {
 		return fmt.Errorf("no-op pass: %w", err)
 	}
+	r.NoopWrites = p.writesSince(convergedAt)
+	// A whole quiet period, from the end of that pass to the end of the
+	// next: every request autox makes while nothing changes (the Events of
+	// convergence, sent in the background, are out by then).
+	afterPass, err := scrapeRequests(httpAddr)
+	if err != nil {
+		return fmt.Errorf("no-op pass: %w", err)
+	}
+	firstEnd := time.Now()
+	if err := p.waitFor(ctx, 2*o.resync+time.Minute, func(l line) bool {
+		if l.Message == "pass complete" && l.at.After(firstEnd) {
+			pass = l
+			return true
+		}
+		return false
+	}); err != nil {
+		return fmt.Errorf("second no-op pass: %w", err)
+	}
 	r.NoopPass = time.Duration(pass.DurationMS * float64(time.Millisecond))
 	r.NoopRequests = pass.APIRequests
-	r.NoopWrites = p.writesSince(converged)
+	afterNext, err := scrapeRequests(httpAddr)
+	if err != nil {
+		return fmt.Errorf("second no-op pass: %w", err)
+	}
+	r.QuietByKind = afterNext.minus(afterPass)
+	r.NoopWrites += p.writesSince(firstEnd)
 	r.NoopRSS = p.peakRSS()
 
 	// Restart: a new process with the same config, until its first complete pass.
@@ -208,6 +285,26 @@ func bench(ctx context.Context, o options) error {
 	return nil
 }
 
+// createTriggers creates the n trigger Deployments, 16 at a time.
+func createTriggers(ctx context.Context, cs kubernetes.Interface, n int) error {
+	var (
+		wg   sync.WaitGroup
+		next atomic.Int64
+		errs = make([]error, 16)
+	)
+	for w := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n && errs[w] == nil; i = int(next.Add(1)) - 1 {
+				_, errs[w] = cs.AppsV1().Deployments("bench").Create(ctx, deployment(i, "1.0.0"), metav1.CreateOptions{})
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 func helmVersion(root string) string {
 	data, err := os.ReadFile(filepath.Join(root, "go.mod"))
 	if err != nil {
@@ -236,7 +333,7 @@ func relabel(ctx context.Context, cs kubernetes.Interface, i int, version string
 	return t0, err
 }
 
-func config(n int, chart string) string {
+func configYAML(n int, chart string) string {
 	var b strings.Builder
 	b.WriteString("namespaces: [bench]\nspecs:\n")
 	for i := 0; i < n; i++ {
@@ -328,6 +425,18 @@ func (p *process) lastAt() time.Time {
 	return p.lines[len(p.lines)-1].at
 }
 
+// firstAt is when the first line with that message was read.
+func (p *process) firstAt(msg string) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.lines {
+		if l.Message == msg {
+			return l.at
+		}
+	}
+	return time.Time{}
+}
+
 // lastRequests is the apiRequests of the latest pass line, or 0.
 func (p *process) lastRequests() int64 {
 	p.mu.Lock()
@@ -352,8 +461,34 @@ func (p *process) tail(n int) string {
 }
 
 // cpuTime is the user+system CPU time the process used so far.
-func (p *process) cpuTime() time.Duration {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+func (p *process) cpuTime() time.Duration { return cpuTimeOf(p.cmd.Process.Pid) }
+
+// serverCPU is the CPU time the control plane this process started
+// (kube-apiserver and etcd, its children) used so far.
+func serverCPU() time.Duration {
+	var sum time.Duration
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(data)
+		name := s[strings.Index(s, "(")+1 : strings.LastIndex(s, ")")]
+		f := strings.Fields(s[strings.LastIndex(s, ")")+2:])
+		if len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) && (name == "kube-apiserver" || name == "etcd") {
+			sum += cpuTimeOf(pid)
+		}
+	}
+	return sum
+}
+
+func cpuTimeOf(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
@@ -470,7 +605,11 @@ func (p *process) kill() {
 type results struct {
 	Triggers, Releases                          int
 	Baseline, Cold, NoopPass, Restart           time.Duration
-	BaselineSampled                             bool
+	Floor                                       time.Duration
+	FloorWrites                                 int64
+	FloorServerCPU, ColdServerCPU               time.Duration
+	ColdByKind, QuietByKind                     requestCounts
+	BaselineSampled, Seeded                     bool
 	ColdRSS, NoopRSS, RestartRSS, ReactionRSS   int64
 	ColdRequests, NoopRequests, RestartRequests int64
 	NoopWrites, RestartWrites                   int
@@ -495,7 +634,11 @@ func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 
 func (r results) table(o options) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n### %d triggers × %d releases (%d releases), --workers %d\n\n", r.Triggers, releasesPerTrigger, r.Releases, o.workers)
+	workers := "default"
+	if o.workers > 0 {
+		workers = strconv.Itoa(o.workers)
+	}
+	fmt.Fprintf(&b, "\n### %d triggers × %d releases (%d releases) of chart %s, --workers %s\n\n", r.Triggers, releasesPerTrigger, r.Releases, o.chart, workers)
 	fmt.Fprintf(&b, "Machine: %s, %d cores, %s, %s/%s, %s; %s.\n\n", cpuModel(), runtime.NumCPU(), memTotal(), runtime.GOOS, runtime.GOARCH, runtime.Version(), time.Now().UTC().Format("2006-01-02"))
 	b.WriteString("| measure | autox | baseline / target |\n|---|---|---|\n")
 	baseline := secs(r.Baseline) + " (`helm upgrade --install`, one after another"
@@ -503,13 +646,31 @@ func (r results) table(o options) string {
 		baseline += fmt.Sprintf(", extrapolated from %d releases", o.baselineSample)
 	}
 	baseline += ")"
-	fmt.Fprintf(&b, "| cold convergence, nothing → all deployed | %s | %s |\n", secs(r.Cold), baseline)
-	fmt.Fprintf(&b, "| mean time of one Helm install inside autox | %s | |\n", secs(r.InstallMean))
-	fmt.Fprintf(&b, "| CPU time of autox during cold convergence | %s | |\n", secs(r.ColdCPU))
-	fmt.Fprintf(&b, "| speed-up over the baseline | %.1f× | target ≥ 5× |\n", r.Baseline.Seconds()/r.Cold.Seconds())
+	if r.Seeded {
+		fmt.Fprintf(&b, "| cold convergence | not measured: releases seeded | %s |\n", baseline)
+		fmt.Fprintf(&b, "| start on the seeded releases → first complete pass | %s | |\n", secs(r.Cold))
+	} else {
+		fmt.Fprintf(&b, "| cold convergence, nothing → all deployed | %s | %s |\n", secs(r.Cold), baseline)
+	}
+	fmt.Fprintf(&b, "| floor: the same releases' writes (%.0f per release) made directly, %d workers, no rate limit | %s | |\n",
+		float64(r.FloorWrites)/float64(r.Releases), o.floorWorkers, secs(r.Floor))
+	if !r.Seeded {
+		fmt.Fprintf(&b, "| autox's speed as a share of the floor's | %.0f %% | target ≥ 50 %% |\n", 100*r.Floor.Seconds()/r.Cold.Seconds())
+		fmt.Fprintf(&b, "| API requests per release installed, cold (all / writes) | %.2f / %.2f | floor: %.2f / %.2f |\n",
+			float64(r.ColdByKind.total())/float64(r.Releases), float64(r.ColdByKind.writes())/float64(r.Releases),
+			float64(r.FloorWrites)/float64(r.Releases), float64(r.FloorWrites)/float64(r.Releases))
+		for _, k := range r.ColdByKind.sorted() {
+			fmt.Fprintf(&b, "| … %s %s | %.2f | |\n", k.verb, k.resource, float64(r.ColdByKind[k])/float64(r.Releases))
+		}
+		fmt.Fprintf(&b, "| mean time of one Helm install inside autox | %s | |\n", secs(r.InstallMean))
+		fmt.Fprintf(&b, "| CPU time of autox during cold convergence | %s | |\n", secs(r.ColdCPU))
+		fmt.Fprintf(&b, "| CPU time of kube-apiserver and etcd during cold convergence | %s | floor: %s |\n", secs(r.ColdServerCPU), secs(r.FloorServerCPU))
+		fmt.Fprintf(&b, "| speed-up over the baseline | %.1f× | target ≥ 5× |\n", r.Baseline.Seconds()/r.Cold.Seconds())
+	}
 	fmt.Fprintf(&b, "| no-op periodic pass: time | %s | target < 2 s |\n", secs(r.NoopPass))
 	fmt.Fprintf(&b, "| no-op periodic pass: API requests | %d | must not grow with triggers |\n", r.NoopRequests)
 	fmt.Fprintf(&b, "| no-op periodic pass: Helm writes | %d | must be 0 |\n", r.NoopWrites)
+	fmt.Fprintf(&b, "| one quiet --resync period (end of a no-op pass → end of the next): API requests (writes) | %d (%d): %s | writes must be 0 |\n", r.QuietByKind.total(), r.QuietByKind.writes(), r.QuietByKind)
 	fmt.Fprintf(&b, "| restart → first complete pass: time | %s | |\n", secs(r.Restart))
 	fmt.Fprintf(&b, "| restart → first complete pass: API requests (first pass) | %d | |\n", r.RestartRequests)
 	fmt.Fprintf(&b, "| restart: Helm writes | %d | must be 0 |\n", r.RestartWrites)
@@ -549,4 +710,116 @@ func memTotal() string {
 		}
 	}
 	return "? memory"
+}
+
+// ---- autox's API requests, from its /metrics ----
+
+type requestKind struct{ verb, resource string }
+
+// requestCounts are the values of autox_kube_api_requests_total.
+type requestCounts map[requestKind]int64
+
+func (c requestCounts) total() int64 {
+	var n int64
+	for _, v := range c {
+		n += v
+	}
+	return n
+}
+
+func (c requestCounts) writes() int64 {
+	var n int64
+	for k, v := range c {
+		switch k.verb {
+		case "get", "list", "watch":
+		default:
+			n += v
+		}
+	}
+	return n
+}
+
+func (c requestCounts) minus(o requestCounts) requestCounts {
+	out := requestCounts{}
+	for k, v := range c {
+		if d := v - o[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// sorted returns the kinds, most requests first.
+func (c requestCounts) sorted() []requestKind {
+	ks := make([]requestKind, 0, len(c))
+	for k := range c {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		if c[ks[i]] != c[ks[j]] {
+			return c[ks[i]] > c[ks[j]]
+		}
+		return ks[i].verb+ks[i].resource < ks[j].verb+ks[j].resource
+	})
+	return ks
+}
+
+func (c requestCounts) String() string {
+	var parts []string
+	for _, k := range c.sorted() {
+		parts = append(parts, fmt.Sprintf("%s %s %d", k.verb, k.resource, c[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// scrapeRequests reads autox_kube_api_requests_total from autox's /metrics.
+func scrapeRequests(addr string) (requestCounts, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("cannot read autox's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	out := requestCounts{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if !strings.HasPrefix(l, "autox_kube_api_requests_total{") {
+			continue
+		}
+		labels, value, ok := strings.Cut(strings.TrimPrefix(l, "autox_kube_api_requests_total{"), "} ")
+		if !ok {
+			continue
+		}
+		var k requestKind
+		for _, kv := range strings.Split(labels, ",") {
+			name, v, _ := strings.Cut(kv, "=")
+			v = strings.Trim(v, `"`)
+			switch name {
+			case "verb":
+				k.verb = v
+			case "resource":
+				k.resource = v
+			}
+		}
+		f, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			continue
+		}
+		out[k] = int64(f)
+	}
+	return out, sc.Err()
+}
+
+// freeAddr returns a local address nothing listens on, for autox's --http-addr.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }

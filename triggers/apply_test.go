@@ -1,0 +1,125 @@
+package triggers
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"helm.sh/helm/v3/pkg/chart"
+
+	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/redact"
+	"github.com/autox-dev/autox/triggers/decide"
+)
+
+// stepHelm records which operations run at once; only the parts applyAll
+// uses are implemented.
+type stepHelm struct {
+	Helm
+	mu                          sync.Mutex
+	running, most, uninstalling int
+	installsDuringUninstall     int
+	done                        []string
+	gate                        chan struct{} // each operation waits for one value
+}
+
+func (h *stepHelm) op(name string, uninstall bool, run func() error) error {
+	h.mu.Lock()
+	h.running++
+	h.most = max(h.most, h.running)
+	if uninstall {
+		h.uninstalling++
+	} else if h.uninstalling > 0 {
+		h.installsDuringUninstall++
+	}
+	h.mu.Unlock()
+	<-h.gate
+	err := run()
+	h.mu.Lock()
+	h.running--
+	if uninstall {
+		h.uninstalling--
+	}
+	h.done = append(h.done, name)
+	h.mu.Unlock()
+	return err
+}
+
+func (h *stepHelm) Install(_ context.Context, d helmops.Desired) (int, error) {
+	return 1, h.op(d.Name, false, func() error {
+		if d.Name == "bad" {
+			return fmt.Errorf("install of %s failed", d.Name)
+		}
+		return nil
+	})
+}
+
+func (h *stepHelm) Uninstall(_ context.Context, _, name string, _ *redact.Redactor) error {
+	return h.op(name, true, func() error { return nil })
+}
+
+// A spec's steps run stepsInParallel at a time, the leading uninstalls
+// (removed release specs) before the others; every step runs, and a failed
+// one is reported in its place without stopping the others.
+func TestApplyAllRunsStepsInParallelAfterRemovals(t *testing.T) {
+	h := &stepHelm{gate: make(chan struct{})}
+	spec := &config.Spec{ReleaseSpecs: map[string]*config.ReleaseSpec{}}
+	o := &observed{Observation: decide.Observation{Spec: "s", Config: spec}, loaded: map[string]*chart.Chart{}}
+	var steps []decide.Step
+	for i := 0; i < 2; i++ {
+		steps = append(steps, decide.Step{Action: decide.ActionUninstall, Spec: "s", ReleaseSpec: fmt.Sprintf("gone%d", i), Release: fmt.Sprintf("gone%d", i), Namespace: "ns"})
+	}
+	for i := 0; i < 9; i++ {
+		id, name := fmt.Sprintf("r%d", i), fmt.Sprintf("r%d", i)
+		if i == 4 {
+			name = "bad"
+		}
+		spec.ReleaseSpecs[id] = &config.ReleaseSpec{ReleaseName: name, Namespace: "ns"}
+		o.loaded[id] = &chart.Chart{Metadata: &chart.Metadata{Name: "c", Version: "1"}}
+		steps = append(steps, decide.Step{Action: decide.ActionInstall, Spec: "s", ReleaseSpec: id, Release: name, Namespace: "ns",
+			Desired: &decide.Desired{}})
+	}
+	r := NewReconciler(ReconcilerOptions{Helm: h, State: NewConfigState(&config.Config{Specs: map[string]*config.Spec{"s": spec}}), Log: zerolog.Nop()})
+	result := make(chan []error)
+	go func() { result <- r.applyAll(context.Background(), o, steps) }()
+	for range steps {
+		h.gate <- struct{}{}
+	}
+	errs := <-result
+	if len(h.done) != len(steps) {
+		t.Fatalf("operations run: %v", h.done)
+	}
+	if h.installsDuringUninstall != 0 {
+		t.Errorf("%d installs started while a removal ran", h.installsDuringUninstall)
+	}
+	if h.most > stepsInParallel {
+		t.Errorf("%d operations at once, more than %d", h.most, stepsInParallel)
+	}
+	for i, err := range errs {
+		if (err != nil) != (steps[i].Release == "bad") {
+			t.Errorf("step %d (%s): error %v", i, steps[i].Release, err)
+		}
+	}
+}
+
+// A step not started when the context has ended is not started.
+func TestApplyAllStartsNothingAfterCancel(t *testing.T) {
+	h := &stepHelm{gate: make(chan struct{})}
+	close(h.gate)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	steps := []decide.Step{{Action: decide.ActionUninstall, Release: "a", Namespace: "ns"}, {Action: decide.ActionUninstall, Release: "b", Namespace: "ns"}}
+	r := NewReconciler(ReconcilerOptions{Helm: h, State: NewConfigState(&config.Config{}), Log: zerolog.Nop()})
+	errs := r.applyAll(ctx, &observed{}, steps)
+	if len(h.done) != 0 {
+		t.Errorf("operations started after cancel: %v", h.done)
+	}
+	for i, err := range errs {
+		if err == nil {
+			t.Errorf("step %d: no error", i)
+		}
+	}
+}
