@@ -38,7 +38,7 @@ import (
 type options struct {
 	triggers, relabels, workers, baselineSample int
 	floorWorkers                                int
-	seed                                        bool
+	seed, selector                              bool
 	chart                                       string
 	resync                                      time.Duration
 }
@@ -51,6 +51,7 @@ func main() {
 	flag.IntVar(&o.floorWorkers, "floor-workers", 16, "releases the floor client installs in parallel")
 	flag.StringVar(&o.chart, "chart", "one", "chart of testdata/charts every release installs")
 	flag.BoolVar(&o.seed, "seed", false, "instead of timing autox's cold convergence, write the releases autox would install (the floor's way, with autox's labels) and start autox on them: for fleets too big to converge within a run")
+	flag.BoolVar(&o.selector, "selector", false, "instead: one selector spec serving --triggers matching Deployments with one release each (cold convergence, no-op pass, restart, RSS)")
 	flag.IntVar(&o.baselineSample, "baseline-sample", 0, "run the helm baseline for only this many releases and extrapolate (0: all)")
 	flag.DurationVar(&o.resync, "resync", 20*time.Second, "autox --resync (the no-op pass is the first periodic pass after convergence)")
 	flag.Parse()
@@ -107,11 +108,14 @@ func bench(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	chart := filepath.Join(root, "testdata", "charts", o.chart)
+	if o.selector {
+		return benchSelector(ctx, o, cluster, autox, work, chart)
+	}
 	note("creating %d trigger Deployments", o.triggers)
 	if err := createTriggers(ctx, cs, o.triggers); err != nil {
 		return err
 	}
-	chart := filepath.Join(root, "testdata", "charts", o.chart)
 	r := results{Triggers: o.triggers, Releases: o.triggers * releasesPerTrigger}
 
 	// Baseline: the helm CLI, one `helm upgrade --install` after another.
