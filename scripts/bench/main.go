@@ -22,7 +22,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -147,18 +146,9 @@ func bench(ctx context.Context, o options) error {
 	r.Floor, r.FloorWrites = fl.took, fl.writes
 
 	// autox: cold convergence from nothing.
-	cfgPath := filepath.Join(work, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(configYAML(o.triggers, chart)), 0o600); err != nil {
-		return err
-	}
-	httpAddr, err := freeAddr()
+	cfgPath, httpAddr, args, err := autoxRun(o, cluster, work, "config.yaml", configYAML(o.triggers, chart))
 	if err != nil {
 		return err
-	}
-	args := []string{"run", "--config", cfgPath, "--kubeconfig", cluster.Kubeconfig, "--leader-elect=false",
-		"--http-addr", httpAddr, "--resync", o.resync.String()}
-	if o.workers > 0 {
-		args = append(args, "--workers", strconv.Itoa(o.workers))
 	}
 	if o.seed {
 		cfg, err := config.Load(cfgPath)
@@ -291,22 +281,26 @@ func bench(ctx context.Context, o options) error {
 
 // createTriggers creates the n trigger Deployments, 16 at a time.
 func createTriggers(ctx context.Context, cs kubernetes.Interface, n int) error {
-	var (
-		wg   sync.WaitGroup
-		next atomic.Int64
-		errs = make([]error, 16)
-	)
-	for w := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < n && errs[w] == nil; i = int(next.Add(1)) - 1 {
-				_, errs[w] = cs.AppsV1().Deployments("bench").Create(ctx, deployment(i, "1.0.0"), metav1.CreateOptions{})
-			}
-		}()
+	return createLabelled(ctx, cs, "t", n, map[string]string{"app.kubernetes.io/version": "1.0.0"})
+}
+
+// autoxRun writes a config file into work and returns it, the address of
+// autox's http server and the arguments of `autox run` at default flags
+// (--workers when set) on it.
+func autoxRun(o options, cluster *testenv.Cluster, work, file, config string) (cfgPath, httpAddr string, args []string, err error) {
+	cfgPath = filepath.Join(work, file)
+	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
+		return "", "", nil, err
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	if httpAddr, err = freeAddr(); err != nil {
+		return "", "", nil, err
+	}
+	args = []string{"run", "--config", cfgPath, "--kubeconfig", cluster.Kubeconfig, "--leader-elect=false",
+		"--http-addr", httpAddr, "--resync", o.resync.String()}
+	if o.workers > 0 {
+		args = append(args, "--workers", strconv.Itoa(o.workers))
+	}
+	return cfgPath, httpAddr, args, nil
 }
 
 func helmVersion(root string) string {

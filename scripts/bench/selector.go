@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -31,7 +29,6 @@ func benchSelector(ctx context.Context, o options, cluster *testenv.Cluster, aut
 	if err := createLabelled(ctx, cs, "u", o.triggers/2, map[string]string{"app.kubernetes.io/version": "1.0.0"}); err != nil {
 		return err
 	}
-	cfgPath := filepath.Join(work, "selector.yaml")
 	cfg := fmt.Sprintf(`namespaces: [bench]
 specs:
   sel:
@@ -44,17 +41,9 @@ specs:
     releaseSpecs:
       job: {chart: {path: %s}}
 `, o.triggers, chart)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		return err
-	}
-	httpAddr, err := freeAddr()
+	_, httpAddr, args, err := autoxRun(o, cluster, work, "selector.yaml", cfg)
 	if err != nil {
 		return err
-	}
-	args := []string{"run", "--config", cfgPath, "--kubeconfig", cluster.Kubeconfig, "--leader-elect=false",
-		"--http-addr", httpAddr, "--resync", o.resync.String()}
-	if o.workers > 0 {
-		args = append(args, "--workers", fmt.Sprint(o.workers))
 	}
 
 	note("autox: cold convergence of %d selector objects", o.triggers)
