@@ -335,6 +335,26 @@ func (m *Manager) specReleases(ctx context.Context, namespaces []string, match m
 
 func (m *Manager) owned(r *Release) bool { return r.OwnedBy(m.opts.Instance) }
 
+// NamesInUse reports which of names have release records in namespace,
+// whoever made them, from one metadata LIST. A name without any is free as
+// of the read; a release someone makes under it afterwards still fails
+// autox's install, whose first write creates revision 1's record only if
+// none exists.
+func (m *Manager) NamesInUse(ctx context.Context, namespace string, names []string) (map[string]bool, error) {
+	if len(names) == 0 {
+		return map[string]bool{}, nil
+	}
+	versions, err := m.recordVersions(ctx, namespace, names)
+	if err != nil {
+		return nil, fmt.Errorf("cannot tell which of releases %v exist in %s: %w", names, namespace, err)
+	}
+	out := make(map[string]bool, len(versions))
+	for name := range versions {
+		out[name] = true
+	}
+	return out, nil
+}
+
 // Lookup returns the release of that name in namespace, or nil: autox's or
 // not, of any instance. Whether it may be touched is the caller's decision.
 func (m *Manager) Lookup(ctx context.Context, namespace, name string) (*Release, error) {

@@ -124,6 +124,13 @@ func TestLifecycle(t *testing.T) {
 				t.Fatalf("chart object: %v %v", cm.Data, err)
 			}
 
+			// r1 has a record now, r2 none; a release made without autox
+			// (with the secret driver, as `helm install` does) counts too.
+			cluster.InstallUnlabelled(t, ns, "mine", filepath.Join(chartsDir(t), "charts", "hello"))
+			inUse, err := m.NamesInUse(ctx, ns, []string{"r1", "r2", "mine"})
+			if err != nil || !inUse["r1"] || inUse["r2"] || inUse["mine"] != (driver == DriverSecret) {
+				t.Errorf("NamesInUse = %v, %v; want r1, and mine with the secret driver", inUse, err)
+			}
 			rels, err := m.SpecReleases(ctx, []string{ns}, "spec")
 			if err != nil || len(rels) != 1 {
 				t.Fatalf("SpecReleases = %v, %v", rels, err)

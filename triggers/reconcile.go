@@ -24,6 +24,7 @@ type Helm interface {
 	SpecReleases(ctx context.Context, namespaces []string, spec string) ([]*helmops.Release, error)
 	ObjectReleases(ctx context.Context, namespaces []string, spec string, obj decide.Object) ([]*helmops.Release, error)
 	Lookup(ctx context.Context, namespace, name string) (*helmops.Release, error)
+	NamesInUse(ctx context.Context, namespace string, names []string) (map[string]bool, error)
 	Install(ctx context.Context, d helmops.Desired) (int, error)
 	Upgrade(ctx context.Context, d helmops.Desired) (int, error)
 	Reinstall(ctx context.Context, d helmops.Desired) (int, error)
@@ -180,24 +181,60 @@ func (r *Reconciler) observe(ctx context.Context, cfg *config.Config, specName s
 		}
 		o.trigger, _ = decide.TriggerOf(o.Observation)
 	}
+	free := r.freeNames(ctx, o, spec)
 	for _, id := range spec.ReleaseSpecIDs() {
 		rs := spec.ReleaseSpecs[id]
 		if o.Unread[rs.Namespace] != nil {
 			continue
 		}
-		o.ReleaseSpecs[id] = r.observeReleaseSpec(ctx, o, id, rs, o.trigger.Wanted(), cfg.Dir)
+		o.ReleaseSpecs[id] = r.observeReleaseSpec(ctx, o, id, rs, o.trigger.Wanted(), free[rs.Namespace+"/"+rs.ReleaseName], cfg.Dir)
 	}
 	o.Now = r.opts.Now()
 	return o, nil
 }
 
-func (r *Reconciler) observeReleaseSpec(ctx context.Context, o *observed, id string, rs *config.ReleaseSpec, wanted bool, configDir string) decide.ReleaseSpecObservation {
-	var ro decide.ReleaseSpecObservation
-	own := false
+// ownsName reports whether one of the observed releases has the name
+// release spec rs wants.
+func ownsName(o *observed, rs *config.ReleaseSpec) bool {
 	for _, c := range o.Current {
-		own = own || decide.Wants(rs, c.Namespace, c.Name)
+		if decide.Wants(rs, c.Namespace, c.Name) {
+			return true
+		}
 	}
-	if !own {
+	return false
+}
+
+// freeNames are the names ("namespace/name") that release specs of spec
+// want, that none of its releases has, and that no release record at all
+// uses: one metadata LIST per namespace instead of a Lookup per release
+// spec, the common case of a first install. A name it cannot vouch for
+// (the LIST failed, or a record exists) is looked up as before.
+func (r *Reconciler) freeNames(ctx context.Context, o *observed, spec *config.Spec) map[string]bool {
+	byNS := map[string][]string{}
+	for _, id := range spec.ReleaseSpecIDs() {
+		rs := spec.ReleaseSpecs[id]
+		if o.Unread[rs.Namespace] == nil && !ownsName(o, rs) {
+			byNS[rs.Namespace] = append(byNS[rs.Namespace], rs.ReleaseName)
+		}
+	}
+	free := map[string]bool{}
+	for ns, names := range byNS {
+		inUse, err := r.opts.Helm.NamesInUse(ctx, ns, names)
+		if err != nil {
+			continue
+		}
+		for _, n := range names {
+			if !inUse[n] {
+				free[ns+"/"+n] = true
+			}
+		}
+	}
+	return free
+}
+
+func (r *Reconciler) observeReleaseSpec(ctx context.Context, o *observed, id string, rs *config.ReleaseSpec, wanted, free bool, configDir string) decide.ReleaseSpecObservation {
+	var ro decide.ReleaseSpecObservation
+	if !free && !ownsName(o, rs) {
 		// Not ours under this spec: is the name taken by someone else
 		// (another tool, spec or autox instance)?
 		other, err := r.opts.Helm.Lookup(ctx, rs.Namespace, rs.ReleaseName)
