@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"text/template"
 	"text/template/parse"
@@ -70,17 +71,16 @@ func (c *Config) TriggerNamespaces(t Trigger) []string {
 // objects of selector trigger t. Group and resource are the caller's to
 // compare: it knows which informer or list the object came from.
 func (c *Config) Selects(t Trigger, namespace string, objectLabels map[string]string) bool {
-	if !t.IsSelector() {
-		return false
+	return t.IsSelector() && c.Covers(t, namespace) && t.Matches(objectLabels)
+}
+
+// Covers reports whether namespace is one of TriggerNamespaces(t): whether
+// an object there can be one of t's at all.
+func (c *Config) Covers(t Trigger, namespace string) bool {
+	if t.Namespace != "" {
+		return t.Namespace == namespace
 	}
-	in := false
-	for _, ns := range c.TriggerNamespaces(t) {
-		if ns == namespace {
-			in = true
-			break
-		}
-	}
-	return in && t.Matches(objectLabels)
+	return slices.Contains(c.Namespaces, namespace)
 }
 
 // RenderReleaseName renders a selector spec's releaseName template for one

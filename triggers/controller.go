@@ -667,7 +667,7 @@ func claimNeighbours(old, cfg *config.Config, touched []string) []string {
 				}
 				switch {
 				case !t.IsSelector() && ot.IsSelector():
-					if contains(cfg.TriggerNamespaces(ot), t.Namespace) {
+					if cfg.Covers(ot, t.Namespace) {
 						add(ObjectKey(other, decide.Object{Namespace: t.Namespace, Name: t.Name}))
 					}
 				case t.IsSelector():
@@ -677,15 +677,6 @@ func claimNeighbours(old, cfg *config.Config, touched []string) []string {
 		}
 	}
 	return out
-}
-
-func contains[T comparable](list []T, s T) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // busyRetry is how soon a key whose spec was busy is tried again.

@@ -154,7 +154,7 @@ func (r *Reconciler) observe(ctx context.Context, cfg *config.Config, specName s
 		return o, nil
 	}
 	if !obj.IsZero() {
-		o.OutOfScope = !contains(cfg.TriggerNamespaces(cfg.Specs[specName].Trigger), obj.Namespace)
+		o.OutOfScope = !cfg.Covers(cfg.Specs[specName].Trigger, obj.Namespace)
 	}
 	if !o.OutOfScope {
 		// An object out of scope is decided from the config alone: its

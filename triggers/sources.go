@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -177,7 +178,7 @@ func sourceUsers(cfg *config.Config) map[informerKey][]sourceUser {
 	add := func(rs *config.ReleaseSpec, u sourceUser) {
 		for _, ref := range rs.ValuesFrom {
 			k := informerKey{GVR: sourceGVR(ref.Kind), Namespace: rs.Namespace, Name: ref.Name}
-			if !contains(out[k], u) {
+			if !slices.Contains(out[k], u) {
 				out[k] = append(out[k], u)
 			}
 		}

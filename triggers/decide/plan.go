@@ -3,6 +3,7 @@ package decide
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -267,7 +268,7 @@ func claimed(o Observation, state TriggerState, reason string) (TriggerState, st
 	// A conflict needs this spec among the claimants: an object this spec
 	// no longer selects is simply not its object any more, whoever else
 	// claims it.
-	if len(o.Claimants) > 1 && contains(o.Claimants, o.Spec) {
+	if len(o.Claimants) > 1 && slices.Contains(o.Claimants, o.Spec) {
 		return TriggerConflict, fmt.Sprintf("trigger object is claimed by specs %s: one object may serve one spec only; autox installs, upgrades and removes nothing for it until one spec lets it go",
 			strings.Join(o.Claimants, ", "))
 	}
@@ -307,7 +308,7 @@ func WantedBy(cfg *config.Config, r Record) bool {
 	if !s.Trigger.IsSelector() {
 		return r.ObjectName == "" && Wants(rs, r.Namespace, r.Name)
 	}
-	if r.ObjectName == "" || !contains(cfg.TriggerNamespaces(s.Trigger), r.ObjectNamespace) {
+	if r.ObjectName == "" || !cfg.Covers(s.Trigger, r.ObjectNamespace) {
 		return false
 	}
 	if !ObjectLabelIsName(r.ObjectName) {
@@ -315,15 +316,6 @@ func WantedBy(cfg *config.Config, r Record) bool {
 	}
 	forObj, err := s.ForObject(r.Spec, r.ObjectNamespace, r.ObjectName)
 	return err == nil && Wants(forObj.ReleaseSpecs[r.ReleaseSpec], r.Namespace, r.Name)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // OrphanSpecs returns, sorted, the names of specs that have releases cfg does
