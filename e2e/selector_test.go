@@ -276,15 +276,7 @@ func TestSelectorMaxObjects(t *testing.T) {
 // it can be read, the confirmed removal goes through.
 func TestSelectorListErrorUninstallsNothing(t *testing.T) {
 	e := newEnv(t)
-	proxy, err := cluster.NewProxy()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	kubeconfig, err := cluster.ProxyKubeconfig(proxy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	proxy, kubeconfig := e.proxied()
 	e.deployment("a", selected("1"))
 	e.deployment("b", selected("1"))
 	cfg := e.writeConfig(selectorConfig)

@@ -392,15 +392,7 @@ func TestValuesFromConfigChange(t *testing.T) {
 // again the release follows the Secret.
 func TestValuesFromUnreadableSource(t *testing.T) {
 	e := newEnv(t)
-	proxy, err := cluster.NewProxy()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	kubeconfig, err := cluster.ProxyKubeconfig(proxy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	proxy, kubeconfig := e.proxied()
 	e.deployment("web", version("1.0.0"))
 	e.putSecret("creds", map[string]string{"values.yaml": "password: pw-one-1234\n"})
 	p := e.run(e.writeConfig(webSpec(`

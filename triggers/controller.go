@@ -281,15 +281,10 @@ func (c *Controller) runPass(ctx context.Context) {
 	// running under an older config may write later.
 	safeSince := c.oldestInFlight(started)
 	requestsBefore := c.requestCount()
-	var keys []string
-	queued := map[string]bool{}
-	add := func(key string) {
-		if !queued[key] {
-			queued[key] = true
-			keys = append(keys, key)
-		}
-	}
+	var queued keyList
+	add := queued.add
 	defer func() {
+		keys := queued.keys
 		if ctx.Err() != nil {
 			return // stopping: queue nothing
 		}
@@ -639,20 +634,30 @@ func (c *Controller) ApplyConfig(ctx context.Context, cfg *config.Config) config
 	return changes
 }
 
+// keyList collects queue keys, each once, in the order first added.
+type keyList struct {
+	keys []string
+	seen map[string]bool
+}
+
+func (l *keyList) add(key string) {
+	if l.seen[key] {
+		return
+	}
+	if l.seen == nil {
+		l.seen = map[string]bool{}
+	}
+	l.seen[key] = true
+	l.keys = append(l.keys, key)
+}
+
 // claimNeighbours are the keys whose conflicts a change of the touched
 // specs may start or end: a touched named trigger's object under every
 // selector spec of its resource that covers its namespace, and, for a
 // touched selector spec, every other spec of its resource (a selector
 // spec by its sweep). Both configs count: a removed spec's claim ends.
 func claimNeighbours(old, cfg *config.Config, touched []string) []string {
-	var out []string
-	seen := map[string]bool{}
-	add := func(k string) {
-		if !seen[k] {
-			seen[k] = true
-			out = append(out, k)
-		}
-	}
+	var out keyList
 	for _, name := range touched {
 		for _, c := range []*config.Config{old, cfg} {
 			spec := c.Specs[name]
@@ -668,15 +673,15 @@ func claimNeighbours(old, cfg *config.Config, touched []string) []string {
 				switch {
 				case !t.IsSelector() && ot.IsSelector():
 					if cfg.Covers(ot, t.Namespace) {
-						add(ObjectKey(other, decide.Object{Namespace: t.Namespace, Name: t.Name}))
+						out.add(ObjectKey(other, decide.Object{Namespace: t.Namespace, Name: t.Name}))
 					}
 				case t.IsSelector():
-					add(other)
+					out.add(other)
 				}
 			}
 		}
 	}
-	return out
+	return out.keys
 }
 
 // busyRetry is how soon a key whose spec was busy is tried again.

@@ -238,16 +238,10 @@ func bench(ctx context.Context, o options) error {
 	r.NoopRSS = p.peakRSS()
 
 	// Restart: a new process with the same config, until its first complete pass.
-	note("autox: restart")
-	p.stop()
-	p, err = startAutox(ctx, autox, args)
-	if err != nil {
+	if p, err = restartAutox(ctx, p, autox, args); err != nil {
 		return err
 	}
 	defer p.kill()
-	if err := p.waitFor(ctx, 10*time.Minute, func(l line) bool { return l.Message == "pass complete" }); err != nil {
-		return fmt.Errorf("restart: %w", err)
-	}
 	r.Restart = time.Since(p.started)
 	r.RestartWrites = p.writesSince(p.started)
 	r.RestartRSS = p.peakRSS()
@@ -277,6 +271,22 @@ func bench(ctx context.Context, o options) error {
 
 	fmt.Print(r.table(o))
 	return nil
+}
+
+// restartAutox stops p and starts autox again with the same arguments,
+// until its first complete pass.
+func restartAutox(ctx context.Context, p *process, autox string, args []string) (*process, error) {
+	note("autox: restart")
+	p.stop()
+	p, err := startAutox(ctx, autox, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitFor(ctx, 10*time.Minute, func(l line) bool { return l.Message == "pass complete" }); err != nil {
+		p.kill()
+		return nil, fmt.Errorf("restart: %w", err)
+	}
+	return p, nil
 }
 
 // createTriggers creates the n trigger Deployments, 16 at a time.

@@ -78,16 +78,10 @@ specs:
 	}
 	noopWrites, noopRSS := p.writesSince(convergedAt), p.peakRSS()
 
-	note("autox: restart")
-	p.stop()
-	p, err = startAutox(ctx, autox, args)
-	if err != nil {
+	if p, err = restartAutox(ctx, p, autox, args); err != nil {
 		return err
 	}
 	defer p.kill()
-	if err := p.waitFor(ctx, 10*time.Minute, func(l line) bool { return l.Message == "pass complete" }); err != nil {
-		return fmt.Errorf("restart: %w", err)
-	}
 	restart, restartWrites, restartRSS, restartRequests := time.Since(p.started), p.writesSince(p.started), p.peakRSS(), p.lastRequests()
 	p.stop()
 
