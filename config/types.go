@@ -7,6 +7,8 @@ package config
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/autox-dev/autox/internal/format"
 )
 
 // DefaultTriggerLabel is the label a trigger must carry when the spec names none.
@@ -30,7 +32,7 @@ const (
 
 // InjectedValuesKey is the top-level values key autox fills in itself; users
 // must not set it.
-const InjectedValuesKey = "autox"
+const InjectedValuesKey = format.InjectedValuesKey
 
 // Config is one whole config file, defaulted and validated.
 type Config struct {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/testenv"
 )
 
@@ -91,7 +91,7 @@ func TestRepositoryAndOCICharts(t *testing.T) {
 	k.Update(cfgText("0.2.0") + "# repository down\n")
 	e.relabel("web", version("2.0.0"))
 	for _, r := range []string{"web-http", "web-oci", "web-local"} {
-		e.waitRelease(r, "upgraded with cached charts while the repository is down", func(rel *helmops.Release) bool {
+		e.waitRelease(r, "upgraded with cached charts while the repository is down", func(rel *format.Release) bool {
 			return rel != nil && rel.Revision >= 2 && labelOf(rel) == "2.0.0"
 		})
 	}

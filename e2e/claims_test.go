@@ -10,7 +10,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/testenv"
 )
 
@@ -81,7 +81,7 @@ specs:
 	e.waitRelease("web-up", "installed", deployedAt(1))
 	e.relabel("web", version("2.0.0"))
 	blockedInstall(t, first) // the pre-upgrade hook
-	pending := e.waitRelease("web-up", "pending-upgrade", func(r *helmops.Release) bool {
+	pending := e.waitRelease("web-up", "pending-upgrade", func(r *format.Release) bool {
 		return r != nil && r.Status == release.StatusPendingUpgrade && r.Revision == 2
 	})
 	first.Kill()
@@ -219,7 +219,7 @@ specs:
 		return strings.Contains(b.Output(), `belongs to autox instance \"team-a\"`), nil
 	})
 	e.waitPasses(b, 0, 3)
-	for _, want := range []*helmops.Release{webA, apiA} {
+	for _, want := range []*format.Release{webA, apiA} {
 		if r := e.release(want.Name); r == nil || r.Revision != 1 || r.Instance != "team-a" || !r.FirstDeployed.Equal(want.FirstDeployed) {
 			t.Errorf("team b touched team a's %s: %+v", want.Name, r)
 		}

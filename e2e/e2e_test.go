@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/releasetest"
 	"github.com/autox-dev/autox/internal/testenv"
 )
@@ -158,23 +159,23 @@ func (e *env) releases() releasetest.Releases {
 	return releasetest.Releases{T: e.t, Helm: e.helm, Namespace: e.ns, Patience: patience}
 }
 
-func (e *env) release(name string) *helmops.Release {
+func (e *env) release(name string) *format.Release {
 	e.t.Helper()
 	return e.releases().Get(name)
 }
 
-func (e *env) waitRelease(name, what string, cond func(*helmops.Release) bool) *helmops.Release {
+func (e *env) waitRelease(name, what string, cond func(*format.Release) bool) *format.Release {
 	e.t.Helper()
 	return e.releases().Wait(name, what, cond)
 }
 
-func deployedAt(rev int) func(*helmops.Release) bool {
-	return func(r *helmops.Release) bool {
+func deployedAt(rev int) func(*format.Release) bool {
+	return func(r *format.Release) bool {
 		return r != nil && r.Status == release.StatusDeployed && r.Revision == rev
 	}
 }
 
-func gone(r *helmops.Release) bool { return r == nil }
+func gone(r *format.Release) bool { return r == nil }
 
 func version(v string) map[string]string { return map[string]string{"app.kubernetes.io/version": v} }
 
@@ -232,7 +233,7 @@ func TestBinaryLifecycle(t *testing.T) {
 
 	e.relabel("web", version("2.0.0"))
 	e.waitRelease("web-hello", "upgraded", deployedAt(2))
-	e.waitRelease("web-job", "reinstalled", func(r *helmops.Release) bool {
+	e.waitRelease("web-job", "reinstalled", func(r *format.Release) bool {
 		return r != nil && r.Revision == 1 && r.Status == release.StatusDeployed && r.FirstDeployed.After(job.FirstDeployed)
 	})
 

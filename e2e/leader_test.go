@@ -11,7 +11,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/testenv"
 )
 
@@ -92,7 +92,7 @@ func TestLostLeaseStopsWritingAtOnce(t *testing.T) {
 	// Helm's install goroutine records the failure (of its cancelled context,
 	// or of its hook at --helm-timeout): wait for that write to be refused,
 	// or to have changed the record.
-	var r *helmops.Release
+	var r *format.Release
 	testenv.Eventually(t, patience, "Helm's write of the failed install", func() (bool, error) {
 		r = e.release("web-slow")
 		return number(metric("autox_fenced_writes_total")) >= 1 || r == nil || r.Status != release.StatusPendingInstall, nil
@@ -192,7 +192,7 @@ func TestStandbyKeepsLastValidConfig(t *testing.T) {
 	testenv.Eventually(t, patience, "a complete pass of the new leader", func() (bool, error) {
 		return strings.Contains(standby.Output()[after:], `"message":"pass complete"`), nil
 	})
-	for _, want := range []*helmops.Release{web, db} {
+	for _, want := range []*format.Release{web, db} {
 		r := e.release(want.Name)
 		if r == nil || r.Revision != want.Revision || !r.FirstDeployed.Equal(want.FirstDeployed) {
 			t.Errorf("%s changed at the takeover: %+v", want.Name, r)

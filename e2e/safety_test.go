@@ -14,7 +14,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/release"
 
-	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/testenv"
 )
 
@@ -56,7 +56,7 @@ func (e *env) proxied() (*testenv.Proxy, string) {
 }
 
 // labelOf returns the version label a release was made for.
-func labelOf(r *helmops.Release) string {
+func labelOf(r *format.Release) string {
 	a, _ := r.Values["autox"].(map[string]interface{})
 	t, _ := a["trigger"].(map[string]interface{})
 	l, _ := t["labels"].(map[string]interface{})

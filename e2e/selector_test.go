@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/autox-dev/autox/config"
-	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/testenv"
 )
 
@@ -63,7 +63,7 @@ func (e *env) objectOf(name string) (string, string) {
 	for _, s := range list.Items {
 		var v int
 		if _, err := fmt.Sscan(s.Labels["version"], &v); err == nil && v > best {
-			best, ns, obj = v, s.Labels[helmops.LabelObjectNamespace], s.Labels[helmops.LabelObject]
+			best, ns, obj = v, s.Labels[format.LabelObjectNamespace], s.Labels[format.LabelObject]
 		}
 	}
 	return ns, obj

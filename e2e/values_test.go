@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/testenv"
 )
 
@@ -168,7 +168,7 @@ func TestValuesFromFollowChanges(t *testing.T) {
 	e.putSecret("creds", map[string]string{"values.yaml": "db: {password: pw-two-4711}\nreplicas: 3\n", "token": "tok-two-4711"})
 	time.Sleep(300 * time.Millisecond)
 	e.putConfigMap("settings", map[string]string{"values.yaml": "greeting: from-cm\ndb: {host: cm-host, port: 5433}\n"})
-	rel = e.waitRelease("web-app", "upgraded after two sources changed", func(r *helmops.Release) bool {
+	rel = e.waitRelease("web-app", "upgraded after two sources changed", func(r *format.Release) bool {
 		return r != nil && r.Revision >= 3 && nested(r.Values, "db", "port") == 5433.0 && nested(r.Values, "notify", "token") == "tok-two-4711"
 	})
 	time.Sleep(5 * time.Second) // more than twice the coalescing delay
@@ -254,17 +254,17 @@ func TestValuesFromMissingSource(t *testing.T) {
 	e.putSecret("creds", map[string]string{"values.yaml": "password: pw-two-0815\n", "absent": "now-there"})
 	e.waitRelease("web-app", "upgraded once the Secret is back", deployedAt(2))
 	t.Logf("Secret restored to new revision: %s", time.Since(start).Round(100*time.Millisecond))
-	e.waitRelease("web-opt", "upgraded once its optional key exists", func(r *helmops.Release) bool {
+	e.waitRelease("web-opt", "upgraded once its optional key exists", func(r *format.Release) bool {
 		return r != nil && r.Revision == 2 && r.Values["x"] == "now-there"
 	})
 
 	// An optional ConfigMap appears, then goes: in, then out, of the values.
 	e.putConfigMap("extra", map[string]string{"values.yaml": "greeting: extra\n"})
-	e.waitRelease("web-opt", "upgraded with the optional ConfigMap", func(r *helmops.Release) bool {
+	e.waitRelease("web-opt", "upgraded with the optional ConfigMap", func(r *format.Release) bool {
 		return r != nil && r.Revision == 3 && r.Values["greeting"] == "extra"
 	})
 	e.deleteSource("ConfigMap", "extra")
-	e.waitRelease("web-opt", "upgraded without the optional ConfigMap", func(r *helmops.Release) bool {
+	e.waitRelease("web-opt", "upgraded without the optional ConfigMap", func(r *format.Release) bool {
 		_, has := r.Values["greeting"]
 		return r != nil && r.Revision == 4 && !has
 	})
@@ -339,7 +339,7 @@ func TestValuesFromSecretInErrors(t *testing.T) {
 		return false, nil
 	})
 	e.putSecret("creds", map[string]string{"values.yaml": "label: fine-label-9931\n"})
-	e.waitRelease("web-lbl", "installed once the value is valid", func(r *helmops.Release) bool {
+	e.waitRelease("web-lbl", "installed once the value is valid", func(r *format.Release) bool {
 		return r != nil && r.Status == "deployed" && r.Values["label"] == "fine-label-9931"
 	})
 	p.Stop(patience)
@@ -363,16 +363,16 @@ func TestValuesFromConfigChange(t *testing.T) {
 	e.waitRelease("web-app", "installed", deployedAt(1))
 
 	k.Update(e.render(with))
-	e.waitRelease("web-app", "upgraded with the Secret's values", func(r *helmops.Release) bool {
+	e.waitRelease("web-app", "upgraded with the Secret's values", func(r *format.Release) bool {
 		return r != nil && r.Revision == 2 && r.Values["password"] == "pw-one-5150"
 	})
 	e.putSecret("creds", map[string]string{"values.yaml": "password: pw-two-5150\n"})
-	e.waitRelease("web-app", "upgraded after the Secret changed", func(r *helmops.Release) bool {
+	e.waitRelease("web-app", "upgraded after the Secret changed", func(r *format.Release) bool {
 		return r != nil && r.Revision == 3 && r.Values["password"] == "pw-two-5150"
 	})
 
 	k.Update(e.render(without))
-	e.waitRelease("web-app", "upgraded without the Secret's values", func(r *helmops.Release) bool {
+	e.waitRelease("web-app", "upgraded without the Secret's values", func(r *format.Release) bool {
 		_, has := r.Values["password"]
 		return r != nil && r.Revision == 4 && !has
 	})
@@ -426,7 +426,7 @@ func TestValuesFromUnreadableSource(t *testing.T) {
 		t.Errorf("%d Helm writes, want the install only", helmWrites(p))
 	}
 	proxy.FailWith(0)
-	e.waitRelease("web-app", "upgraded once the Secret can be read", func(r *helmops.Release) bool {
+	e.waitRelease("web-app", "upgraded once the Secret can be read", func(r *format.Release) bool {
 		return r != nil && r.Revision == 2 && r.Values["password"] == "pw-500-1234"
 	})
 	p.Stop(patience)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/testenv"
 )
 
@@ -98,12 +99,12 @@ func TestUninstallAndRollbackReturnOnCancel(t *testing.T) {
 		operation string
 		upgrades  int
 		run       func(ctx context.Context, ns string) error
-		after     func(r *Release) bool // what the background operation leaves
+		after     func(r *format.Release) bool // what the background operation leaves
 	}{
 		{"uninstall", 0, func(ctx context.Context, ns string) error { return m.Uninstall(ctx, ns, "r", nil) },
-			func(r *Release) bool { return r == nil }},
+			func(r *format.Release) bool { return r == nil }},
 		{"rollback", 1, func(ctx context.Context, ns string) error { return m.Rollback(ctx, ns, "r", 1, nil) },
-			func(r *Release) bool {
+			func(r *format.Release) bool {
 				return r != nil && r.Revision == 3 && r.Status == "deployed" && r.Values["count"] == "1"
 			}},
 	} {

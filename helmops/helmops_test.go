@@ -16,8 +16,9 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/testenv"
-	"github.com/autox-dev/autox/triggers/decide"
+	"github.com/autox-dev/autox/triggers/plan"
 )
 
 var (
@@ -149,11 +150,11 @@ func TestLifecycle(t *testing.T) {
 			if err != nil || r == nil {
 				t.Fatalf("Lookup: %v %v", r, err)
 			}
-			if d, _ := decide.ValuesDiff(map[string]interface{}{"greeting": "hey"}, r.Values); d != "" || r.ChartVersion != "0.2.0" || !r.DeployedBefore || r.LastDeployedRevision != 2 {
+			if d, _ := plan.ValuesDiff(map[string]interface{}{"greeting": "hey"}, r.Values); d != "" || r.ChartVersion != "0.2.0" || !r.DeployedBefore || r.LastDeployedRevision != 2 {
 				t.Errorf("after upgrade: diff %q, release %+v", d, r)
 			}
 
-			recs, err := func() ([]Record, error) {
+			recs, err := func() ([]format.Record, error) {
 				inv, err := m.NewInventory()
 				if err != nil {
 					return nil, err

@@ -6,35 +6,9 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
 
-func TestInstanceOf(t *testing.T) {
-	for _, tc := range []struct {
-		name         string
-		labels       map[string]string
-		want         string
-		managed      bool
-		ownedByAutox bool
-	}{
-		{"both labels and instance", map[string]string{LabelSpec: "s", LabelReleaseSpec: "r", LabelInstance: "blue"}, "blue", true, false},
-		{"both labels, no instance", map[string]string{LabelSpec: "s", LabelReleaseSpec: "r"}, DefaultInstance, true, true},
-		{"empty instance label", map[string]string{LabelSpec: "s", LabelReleaseSpec: "r", LabelInstance: ""}, DefaultInstance, true, true},
-		{"spec only", map[string]string{LabelSpec: "s", LabelInstance: "autox"}, "", false, false},
-		{"release spec only", map[string]string{LabelReleaseSpec: "r"}, "", false, false},
-		{"empty release spec", map[string]string{LabelSpec: "s", LabelReleaseSpec: ""}, "", false, false},
-		{"not autox's", map[string]string{"app": "x"}, "", false, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := instanceOf(tc.labels); got != tc.want {
-				t.Errorf("instanceOf = %q, want %q", got, tc.want)
-			}
-			r := &Release{Spec: tc.labels[LabelSpec], ReleaseSpec: tc.labels[LabelReleaseSpec], Instance: instanceOf(tc.labels)}
-			if r.Managed() != tc.managed || r.OwnedBy(DefaultInstance) != tc.ownedByAutox {
-				t.Errorf("Managed = %v, OwnedBy(autox) = %v; want %v, %v", r.Managed(), r.OwnedBy(DefaultInstance), tc.managed, tc.ownedByAutox)
-			}
-		})
-	}
-}
+	"github.com/autox-dev/autox/internal/format"
+)
 
 // installLabelled installs hello the way another tool (or an older autox)
 // would: with exactly these release labels.
@@ -51,7 +25,7 @@ func installLabelled(t *testing.T, m *Manager, ns, name string, labels map[strin
 	}
 }
 
-func names(rels []*Release) []string {
+func names(rels []*format.Release) []string {
 	out := make([]string, len(rels))
 	for i, r := range rels {
 		out[i] = r.Name + "@" + r.Instance
@@ -59,7 +33,7 @@ func names(rels []*Release) []string {
 	return out
 }
 
-func recordNames(recs []Record) []string {
+func recordNames(recs []format.Record) []string {
 	out := make([]string, len(recs))
 	for i, r := range recs {
 		out[i] = r.Name + "@" + r.Instance
@@ -91,7 +65,7 @@ func TestInstances(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if def.Instance() != DefaultInstance || blue.Instance() != "blue" {
+	if def.Instance() != format.DefaultInstance || blue.Instance() != "blue" {
 		t.Fatalf("Instance() = %q, %q", def.Instance(), blue.Instance())
 	}
 	if _, err := New(Options{RESTConfig: cluster.Config, Instance: "not a label value"}); err == nil {
@@ -106,9 +80,9 @@ func TestInstances(t *testing.T) {
 	if _, err := blue.Install(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	installLabelled(t, def, ns, "legacy", map[string]string{LabelSpec: "spec", LabelReleaseSpec: "rl"})
-	installLabelled(t, def, ns, "half", map[string]string{LabelSpec: "spec"})
-	installLabelled(t, def, ns, "empty", map[string]string{LabelSpec: "spec", LabelReleaseSpec: ""})
+	installLabelled(t, def, ns, "legacy", map[string]string{format.LabelSpec: "spec", format.LabelReleaseSpec: "rl"})
+	installLabelled(t, def, ns, "half", map[string]string{format.LabelSpec: "spec"})
+	installLabelled(t, def, ns, "empty", map[string]string{format.LabelSpec: "spec", format.LabelReleaseSpec: ""})
 
 	wantDef, wantBlue := []string{"a@autox", "legacy@autox"}, []string{"b@blue"}
 	for _, tc := range []struct {
@@ -139,14 +113,14 @@ func TestInstances(t *testing.T) {
 		managed      bool
 		ownedByAutox bool
 	}{
-		"b": {"blue", true, false}, "legacy": {DefaultInstance, true, true}, "half": {"", false, false}, "empty": {"", false, false},
+		"b": {"blue", true, false}, "legacy": {format.DefaultInstance, true, true}, "half": {"", false, false}, "empty": {"", false, false},
 	} {
 		r, err := def.Lookup(ctx, ns, name)
 		if err != nil || r == nil {
 			t.Fatalf("Lookup(%s) = %v, %v", name, r, err)
 		}
-		if r.Instance != want.instance || r.Managed() != want.managed || r.OwnedBy(DefaultInstance) != want.ownedByAutox {
-			t.Errorf("Lookup(%s): Instance %q Managed %v OwnedBy(autox) %v; want %+v", name, r.Instance, r.Managed(), r.OwnedBy(DefaultInstance), want)
+		if r.Instance != want.instance || r.Managed() != want.managed || r.OwnedBy(format.DefaultInstance) != want.ownedByAutox {
+			t.Errorf("Lookup(%s): Instance %q Managed %v OwnedBy(autox) %v; want %+v", name, r.Instance, r.Managed(), r.OwnedBy(format.DefaultInstance), want)
 		}
 	}
 
@@ -160,19 +134,19 @@ func TestInstances(t *testing.T) {
 		newest, rev := "", ""
 		for _, s := range list.Items {
 			if s.Labels["version"] > rev { // revisions stay below 10 here
-				rev, newest = s.Labels["version"], s.Labels[LabelInstance]
+				rev, newest = s.Labels["version"], s.Labels[format.LabelInstance]
 			}
 		}
 		return newest
 	}
-	if got := instanceLabel("a"); got != DefaultInstance {
-		t.Errorf("install by the default instance wrote %s=%q", LabelInstance, got)
+	if got := instanceLabel("a"); got != format.DefaultInstance {
+		t.Errorf("install by the default instance wrote %s=%q", format.LabelInstance, got)
 	}
 	if _, err := def.Upgrade(ctx, desired(t, ns, "legacy", "charts/hello", map[string]interface{}{"greeting": "x"})); err != nil {
 		t.Fatal(err)
 	}
-	if got := instanceLabel("legacy"); got != DefaultInstance {
-		t.Errorf("upgrade wrote %s=%q", LabelInstance, got)
+	if got := instanceLabel("legacy"); got != format.DefaultInstance {
+		t.Errorf("upgrade wrote %s=%q", format.LabelInstance, got)
 	}
 
 	// Rollback copies the target revision's labels, the instance among them.

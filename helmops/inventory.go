@@ -9,12 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/metadata"
 
-	"github.com/autox-dev/autox/triggers/decide"
+	"github.com/autox-dev/autox/internal/format"
 )
-
-// Record is an autox release as its storage records' labels describe it,
-// without decoding the release itself (see decide.Record).
-type Record = decide.Record
 
 // Inventory lists release records by their labels.
 type Inventory struct {
@@ -29,15 +25,15 @@ func (m *Manager) NewInventory() (*Inventory, error) {
 	return &Inventory{meta: m.meta, driver: m.opts.StorageDriver, instance: m.opts.Instance}, nil
 }
 
-// Managed returns one Record per release of the Inventory's instance in the
+// Managed returns one format.Record per release of the Inventory's instance in the
 // given namespaces, sorted by namespace and name. A release is the
 // instance's when its newest revision (the highest of all its records,
-// labelled or not) carries both autox labels and the instance; the Record
+// labelled or not) carries both autox labels and the instance; the format.Record
 // describes that revision. Every namespace is read; when some cannot be, the
 // others' records are returned with a *NamespacesError, and a caller must not
 // take the failed namespaces' missing records for "nothing exists".
-func (inv *Inventory) Managed(ctx context.Context, namespaces []string) ([]Record, error) {
-	out, err := eachNamespace(ctx, namespaces, func(ns string) ([]Record, error) {
+func (inv *Inventory) Managed(ctx context.Context, namespaces []string) ([]format.Record, error) {
+	out, err := eachNamespace(ctx, namespaces, func(ns string) ([]format.Record, error) {
 		return inv.namespace(ctx, ns)
 	})
 	sort.Slice(out, func(i, j int) bool {
@@ -52,10 +48,10 @@ func (inv *Inventory) Managed(ctx context.Context, namespaces []string) ([]Recor
 // namespace reads the metadata of every Helm record in ns, autox-labelled or
 // not, in one LIST: only then is a release's newest revision known. A
 // selector on autox's labels would find a release whose newest revision
-// someone wrote without them (helm upgrade --labels autox.dev/spec=null, an
+// someone wrote without them (helm upgrade --labels with the spec label set to null, an
 // old Helm client) by its older revisions, and autox would act on a release
 // it no longer owns.
-func (inv *Inventory) namespace(ctx context.Context, ns string) ([]Record, error) {
+func (inv *Inventory) namespace(ctx context.Context, ns string) ([]format.Record, error) {
 	list, err := inv.meta.Resource(recordResource(inv.driver)).Namespace(ns).List(ctx, metav1.ListOptions{
 		LabelSelector: "owner=helm",
 	})
@@ -77,17 +73,17 @@ func (inv *Inventory) namespace(ctx context.Context, ns string) ([]Record, error
 			newest[l["name"]] = revision{rev, l}
 		}
 	}
-	out := make([]Record, 0, len(newest))
+	out := make([]format.Record, 0, len(newest))
 	for name, r := range newest {
 		l := r.labels
-		if instanceOf(l) != inv.instance {
+		if format.InstanceOf(l) != inv.instance {
 			continue // not autox's, or another instance's
 		}
-		autoxRev, _ := strconv.Atoi(l[LabelRevision])
-		out = append(out, Record{
-			Name: name, Namespace: ns, Spec: l[LabelSpec], ReleaseSpec: l[LabelReleaseSpec], Instance: inv.instance,
-			ObjectNamespace: l[LabelObjectNamespace], ObjectName: l[LabelObject],
-			Revision: r.number, Status: l["status"], Digest: l[LabelDigest], AutoxRevision: autoxRev,
+		autoxRev, _ := strconv.Atoi(l[format.LabelRevision])
+		out = append(out, format.Record{
+			Name: name, Namespace: ns, Spec: l[format.LabelSpec], ReleaseSpec: l[format.LabelReleaseSpec], Instance: inv.instance,
+			ObjectNamespace: l[format.LabelObjectNamespace], ObjectName: l[format.LabelObject],
+			Revision: r.number, Status: l["status"], Digest: l[format.LabelDigest], AutoxRevision: autoxRev,
 		})
 	}
 	return out, nil

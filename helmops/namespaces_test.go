@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/autox-dev/autox/internal/format"
 )
 
 func TestNamespacesError(t *testing.T) {
@@ -130,7 +132,7 @@ func TestUnreadableNamespace(t *testing.T) {
 			t.Errorf("%s error = %v, want a NamespacesError naming %s with the Forbidden cause", what, err, forbidden)
 		}
 	}
-	qualified := func(rels []*Release) []string {
+	qualified := func(rels []*format.Release) []string {
 		var out []string
 		for _, r := range rels {
 			out = append(out, r.Namespace+"/"+r.Name)

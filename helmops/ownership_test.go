@@ -12,6 +12,8 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/autox-dev/autox/internal/format"
 )
 
 // helmUpgrade upgrades a release the way a person with the helm CLI (or an
@@ -46,7 +48,7 @@ func newestRecordLabels(t *testing.T, ns, name string) map[string]string {
 	return newest
 }
 
-func findRelease(rels []*Release, name string) *Release {
+func findRelease(rels []*format.Release, name string) *format.Release {
 	for _, r := range rels {
 		if r.Name == name {
 			return r
@@ -66,8 +68,8 @@ func findRelease(rels []*Release, name string) *Release {
 func TestNewestRevisionDecidesOwnership(t *testing.T) {
 	ctx := context.Background()
 	m := newManager(t, DriverSecret)
-	ours := map[string]string{LabelSpec: "spec", LabelReleaseSpec: "rs", LabelInstance: DefaultInstance}
-	unlabel := map[string]string{LabelSpec: "null", LabelReleaseSpec: "null", LabelInstance: "null"}
+	ours := map[string]string{format.LabelSpec: "spec", format.LabelReleaseSpec: "rs", format.LabelInstance: format.DefaultInstance}
+	unlabel := map[string]string{format.LabelSpec: "null", format.LabelReleaseSpec: "null", format.LabelInstance: "null"}
 	type upgrade struct {
 		labels map[string]string
 		label  string // the chart's label value; secret makes the upgrade fail
@@ -80,9 +82,9 @@ func TestNewestRevisionDecidesOwnership(t *testing.T) {
 	}{
 		{"helm upgrade keeps the labels", []upgrade{{ours, "two"}}, true, false, true},
 		{"autox labels removed", []upgrade{{unlabel, "two"}}, false, false, false},
-		{"spec label removed", []upgrade{{map[string]string{LabelSpec: "null"}, "two"}}, false, false, false},
-		{"another instance", []upgrade{{map[string]string{LabelInstance: "blue"}, "two"}}, false, false, false},
-		{"another spec", []upgrade{{map[string]string{LabelSpec: "other"}, "two"}}, false, true, true},
+		{"spec label removed", []upgrade{{map[string]string{format.LabelSpec: "null"}, "two"}}, false, false, false},
+		{"another instance", []upgrade{{map[string]string{format.LabelInstance: "blue"}, "two"}}, false, false, false},
+		{"another spec", []upgrade{{map[string]string{format.LabelSpec: "other"}, "two"}}, false, true, true},
 		{"labelled again after an unlabelled revision", []upgrade{{unlabel, "two"}, {ours, secret}}, true, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,13 +129,13 @@ func TestNewestRevisionDecidesOwnership(t *testing.T) {
 				t.Fatal(err)
 			}
 			looked, err := m.Lookup(ctx, ns, "r")
-			if err != nil || looked == nil || looked.Revision != newest || looked.OwnedBy(DefaultInstance) != tc.managed {
+			if err != nil || looked == nil || looked.Revision != newest || looked.OwnedBy(format.DefaultInstance) != tc.managed {
 				t.Fatalf("Lookup = %+v, %v; want revision %d, ours %v", looked, err, newest, tc.managed)
 			}
 
 			for _, got := range []struct {
 				what string
-				rel  *Release
+				rel  *format.Release
 				want bool
 			}{
 				{`SpecReleases("spec")`, findRelease(spec, "r"), tc.inSpec},
@@ -163,7 +165,7 @@ func TestNewestRevisionDecidesOwnership(t *testing.T) {
 
 // summary is what a reader says of a release, values of the last deployed
 // revision included, as one comparable string.
-func summary(r *Release) string {
+func summary(r *format.Release) string {
 	return fmt.Sprintf("rev %d %s spec %s/%s@%s deployed before %v, last deployed %d with %v, values %v",
 		r.Revision, r.Status, r.Spec, r.ReleaseSpec, r.Instance, r.DeployedBefore, r.LastDeployedRevision, r.DeployedValues, r.Values)
 }
@@ -239,22 +241,22 @@ func TestDeployedValues(t *testing.T) {
 	ns := cluster.Namespace(t)
 	first := map[string]interface{}{"label": "first"}
 	label := func(v string) Desired { return desired(t, ns, "r", "charts/label", map[string]interface{}{"label": v}) }
-	readers := map[string]func() *Release{
-		"Lookup": func() *Release {
+	readers := map[string]func() *format.Release{
+		"Lookup": func() *format.Release {
 			r, err := m.Lookup(ctx, ns, "r")
 			if err != nil {
 				t.Fatal(err)
 			}
 			return r
 		},
-		"SpecReleases": func() *Release {
+		"SpecReleases": func() *format.Release {
 			rels, err := m.SpecReleases(ctx, []string{ns}, "spec")
 			if err != nil {
 				t.Fatal(err)
 			}
 			return findRelease(rels, "r")
 		},
-		"ManagedReleases": func() *Release {
+		"ManagedReleases": func() *format.Release {
 			rels, err := m.ManagedReleases(ctx, []string{ns})
 			if err != nil {
 				t.Fatal(err)

@@ -10,13 +10,15 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/autox-dev/autox/internal/format"
 )
 
 // The records autox writes are those Helm's secret driver writes, byte for
 // byte but for the time label's value.
 func TestSecretRecordsWriteWhatHelmWrites(t *testing.T) {
 	ctx := context.Background()
-	rel := &release.Release{Name: "r", Namespace: "ns", Version: 1, Labels: map[string]string{LabelSpec: "s", LabelReleaseSpec: "rs"},
+	rel := &release.Release{Name: "r", Namespace: "ns", Version: 1, Labels: map[string]string{format.LabelSpec: "s", format.LabelReleaseSpec: "rs"},
 		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "hello", Version: "0.1.0"}}, Config: map[string]interface{}{"a": "b"},
 		Manifest: "kind: ConfigMap\n", Info: &release.Info{Status: release.StatusPendingInstall, Description: "Initial install underway"}}
 	helmClient, ourClient := fake.NewSimpleClientset(), fake.NewSimpleClientset()

@@ -15,26 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 
-	"github.com/autox-dev/autox/triggers/decide"
+	"github.com/autox-dev/autox/internal/format"
 )
-
-// Release is one release as Helm's records describe it. The decision
-// (package triggers/decide) defines what it needs to know; this package
-// reads it.
-type Release = decide.Release
-
-// instanceOf returns the instance a release record's labels name: "" when it
-// is not autox's, DefaultInstance when autox's labels are there but the
-// instance label is not, so that upgrading autox relabels nothing.
-func instanceOf(labels map[string]string) string {
-	if labels[LabelSpec] == "" || labels[LabelReleaseSpec] == "" {
-		return ""
-	}
-	if i := labels[LabelInstance]; i != "" {
-		return i
-	}
-	return DefaultInstance
-}
 
 // Storage driver labels on every release record (Helm's pkg/storage/driver).
 const (
@@ -64,17 +46,17 @@ func recordWritten(labels map[string]string) time.Time {
 // summarise turns the revisions of one release name into a Release. The
 // revisions' Labels must be the record labels, system labels included, as
 // the drivers' Query and List return them.
-func summarise(revs []*release.Release) *Release {
+func summarise(revs []*release.Release) *format.Release {
 	sort.Slice(revs, func(i, j int) bool { return revs[i].Version < revs[j].Version })
 	last := revs[len(revs)-1]
-	r := &Release{
+	r := &format.Release{
 		Name:            last.Name,
 		Namespace:       last.Namespace,
-		Spec:            last.Labels[LabelSpec],
-		ReleaseSpec:     last.Labels[LabelReleaseSpec],
-		Instance:        instanceOf(last.Labels),
-		ObjectNamespace: last.Labels[LabelObjectNamespace],
-		ObjectName:      last.Labels[LabelObject],
+		Spec:            last.Labels[format.LabelSpec],
+		ReleaseSpec:     last.Labels[format.LabelReleaseSpec],
+		Instance:        format.InstanceOf(last.Labels),
+		ObjectNamespace: last.Labels[format.LabelObjectNamespace],
+		ObjectName:      last.Labels[format.LabelObject],
 		Revision:        last.Version,
 		Values:          last.Config,
 	}
@@ -116,10 +98,10 @@ func byName(recs []*release.Release) map[string][]*release.Release {
 	return out
 }
 
-// releases returns one Release per name of groups (every revision of a name
+// releases returns one format.Release per name of groups (every revision of a name
 // that is to be judged), sorted by name, keeping those keep accepts.
-func (m *Manager) releases(ctx context.Context, namespace string, groups map[string][]*release.Release, keep func(*Release) bool) []*Release {
-	out := make([]*Release, 0, len(groups))
+func (m *Manager) releases(ctx context.Context, namespace string, groups map[string][]*release.Release, keep func(*format.Release) bool) []*format.Release {
+	out := make([]*format.Release, 0, len(groups))
 	for _, revs := range groups {
 		r := summarise(revs)
 		r.Namespace = namespace // where the record is, whatever the payload says
@@ -149,7 +131,7 @@ func ageMatters(s release.Status) bool {
 // recorded: its creationTimestamp and the times of its managedFields, which
 // move on every write. The latest of all is taken; a GET that fails leaves
 // the age unknown (zero), never the possibly stale labels.
-func (m *Manager) modified(ctx context.Context, r *Release) time.Time {
+func (m *Manager) modified(ctx context.Context, r *format.Release) time.Time {
 	if !r.Modified.IsZero() && !ageMatters(r.Status) {
 		return r.Modified
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/redact"
-	"github.com/autox-dev/autox/triggers/decide"
+	"github.com/autox-dev/autox/triggers/plan"
 )
 
 // stepHelm records which operations run at once; only the parts applyAll
@@ -67,10 +67,10 @@ func (h *stepHelm) Uninstall(_ context.Context, _, name string, _ *redact.Redact
 func TestApplyAllRunsStepsInParallelAfterRemovals(t *testing.T) {
 	h := &stepHelm{gate: make(chan struct{})}
 	spec := &config.Spec{ReleaseSpecs: map[string]*config.ReleaseSpec{}}
-	o := &observed{Observation: decide.Observation{Spec: "s", Config: spec}, loaded: map[string]*chart.Chart{}}
-	var steps []decide.Step
+	o := &observed{Observation: plan.Observation{Spec: "s", Config: spec}, loaded: map[string]*chart.Chart{}}
+	var steps []plan.Step
 	for i := 0; i < 2; i++ {
-		steps = append(steps, decide.Step{Action: decide.ActionUninstall, Spec: "s", ReleaseSpec: fmt.Sprintf("gone%d", i), Release: fmt.Sprintf("gone%d", i), Namespace: "ns"})
+		steps = append(steps, plan.Step{Action: plan.ActionUninstall, Spec: "s", ReleaseSpec: fmt.Sprintf("gone%d", i), Release: fmt.Sprintf("gone%d", i), Namespace: "ns"})
 	}
 	for i := 0; i < 9; i++ {
 		id, name := fmt.Sprintf("r%d", i), fmt.Sprintf("r%d", i)
@@ -79,8 +79,8 @@ func TestApplyAllRunsStepsInParallelAfterRemovals(t *testing.T) {
 		}
 		spec.ReleaseSpecs[id] = &config.ReleaseSpec{ReleaseName: name, Namespace: "ns"}
 		o.loaded[id] = &chart.Chart{Metadata: &chart.Metadata{Name: "c", Version: "1"}}
-		steps = append(steps, decide.Step{Action: decide.ActionInstall, Spec: "s", ReleaseSpec: id, Release: name, Namespace: "ns",
-			Desired: &decide.Desired{}})
+		steps = append(steps, plan.Step{Action: plan.ActionInstall, Spec: "s", ReleaseSpec: id, Release: name, Namespace: "ns",
+			Desired: &plan.Desired{}})
 	}
 	r := NewReconciler(ReconcilerOptions{Helm: h, State: NewConfigState(&config.Config{Specs: map[string]*config.Spec{"s": spec}}), Log: zerolog.Nop()})
 	result := make(chan []error)
@@ -111,7 +111,7 @@ func TestApplyAllStartsNothingAfterCancel(t *testing.T) {
 	close(h.gate)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	steps := []decide.Step{{Action: decide.ActionUninstall, Release: "a", Namespace: "ns"}, {Action: decide.ActionUninstall, Release: "b", Namespace: "ns"}}
+	steps := []plan.Step{{Action: plan.ActionUninstall, Release: "a", Namespace: "ns"}, {Action: plan.ActionUninstall, Release: "b", Namespace: "ns"}}
 	r := NewReconciler(ReconcilerOptions{Helm: h, State: NewConfigState(&config.Config{}), Log: zerolog.Nop()})
 	errs := r.applyAll(ctx, &observed{}, steps)
 	if len(h.done) != 0 {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
-	"github.com/autox-dev/autox/triggers/decide"
+	"github.com/autox-dev/autox/triggers/plan"
 )
 
 // chartIdentities names the charts release specs point at: a repository
@@ -26,25 +26,25 @@ type chartIdentities struct {
 // id names the chart of ref without fetching it; a local chart unknown or
 // changed since last seen (e.g. after a restart) is read once. ok is false
 // when it cannot be read: the caller then cannot be sure of anything.
-func (c *chartIdentities) id(ref config.Chart, configDir string) (decide.ChartID, bool) {
+func (c *chartIdentities) id(ref config.Chart, configDir string) (plan.ChartID, bool) {
 	if ref.Path == "" {
-		return decide.ChartID{Name: ref.Name, Version: ref.Version}, true
+		return plan.ChartID{Name: ref.Name, Version: ref.Version}, true
 	}
 	path := chartPath(ref, configDir)
 	if name, version, ok := c.local.lookup(path); ok {
-		return decide.ChartID{Name: name, Version: version}, true
+		return plan.ChartID{Name: name, Version: version}, true
 	}
 	_, id, err := c.load(context.Background(), ref, configDir)
 	return id, err == nil
 }
 
 // load loads a chart for an operation and remembers a local chart's identity.
-func (c *chartIdentities) load(ctx context.Context, ref config.Chart, configDir string) (*chart.Chart, decide.ChartID, error) {
+func (c *chartIdentities) load(ctx context.Context, ref config.Chart, configDir string) (*chart.Chart, plan.ChartID, error) {
 	ch, err := c.source.Load(ctx, ref, configDir)
 	if err != nil {
-		return nil, decide.ChartID{}, err
+		return nil, plan.ChartID{}, err
 	}
-	id := decide.ChartID{Name: chartName(ch), Version: chartVersion(ch)}
+	id := plan.ChartID{Name: chartName(ch), Version: chartVersion(ch)}
 	if ref.Path != "" {
 		c.local.remember(chartPath(ref, configDir), id.Name, id.Version)
 	}

@@ -22,7 +22,8 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
-	"github.com/autox-dev/autox/triggers/decide"
+	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/triggers/plan"
 )
 
 // Options configure a Controller.
@@ -329,14 +330,14 @@ func (c *Controller) runPass(ctx context.Context) {
 		}
 		c.opts.Metrics.setReleases(byStatus)
 	}
-	for _, name := range decide.OrphanSpecs(cfg, recs) {
+	for _, name := range plan.OrphanSpecs(cfg, recs) {
 		// A selector spec's records are looked at per object below, and
 		// only what cannot be tied to an object needs the spec's sweep.
 		if spec := cfg.Specs[name]; spec == nil || !spec.Trigger.IsSelector() {
 			add(name)
 		}
 	}
-	bySpec := map[string][]helmops.Record{}
+	bySpec := map[string][]format.Record{}
 	for _, r := range recs {
 		bySpec[r.Spec] = append(bySpec[r.Spec], r)
 	}
@@ -356,11 +357,11 @@ func (c *Controller) runPass(ctx context.Context) {
 		objects, listed := observed[keyFor(spec.Trigger)]
 		t := spec.Trigger
 		if obs := objects[t.Name]; listed && obs.Found &&
-			len(claims.Claimants(t.Group, t.Resource, decide.Object{Namespace: t.Namespace, Name: t.Name}, obs.Labels)) > 1 {
+			len(claims.Claimants(t.Group, t.Resource, format.Object{Namespace: t.Namespace, Name: t.Name}, obs.Labels)) > 1 {
 			c.noticeOnce(name, add) // in conflict: nothing to do but say so, once
 			continue
 		}
-		if listed && !usesAny(spec, unread) && decide.InSync(name, spec, decide.Object{}, objects[spec.Trigger.Name], bySpec[name], c.chartIDs(spec, cfg.Dir), sources.sourcesOf(ctx, spec)) {
+		if listed && !usesAny(spec, unread) && plan.InSync(name, spec, format.Object{}, objects[spec.Trigger.Name], bySpec[name], c.chartIDs(spec, cfg.Dir), sources.sourcesOf(ctx, spec)) {
 			continue
 		}
 		add(name)
@@ -373,11 +374,11 @@ func (c *Controller) runPass(ctx context.Context) {
 // their Event) and then left alone: nothing can change for them until an
 // event or a new config says otherwise. A listing that failed queues the
 // spec's sweep, which reports it and retries; it removes nothing.
-func (c *Controller) passSelector(ctx context.Context, cfg *config.Config, claims *decide.ClaimIndex, sources *sourceCache, name string, observed map[informerKey]map[string]decide.Trigger,
-	recs []helmops.Record, unread map[string]bool, add func(string)) {
+func (c *Controller) passSelector(ctx context.Context, cfg *config.Config, claims *plan.ClaimIndex, sources *sourceCache, name string, observed map[informerKey]map[string]plan.Trigger,
+	recs []format.Record, unread map[string]bool, add func(string)) {
 	spec := cfg.Specs[name]
 	t := spec.Trigger
-	listed := map[decide.Object]decide.Trigger{}
+	listed := map[format.Object]plan.Trigger{}
 	for _, k := range keysFor(cfg, t) {
 		objs, ok := observed[k]
 		if !ok {
@@ -385,13 +386,13 @@ func (c *Controller) passSelector(ctx context.Context, cfg *config.Config, claim
 			return
 		}
 		for n, obs := range objs {
-			listed[decide.Object{Namespace: k.Namespace, Name: n}] = obs
+			listed[format.Object{Namespace: k.Namespace, Name: n}] = obs
 		}
 	}
-	byObject := map[decide.Object][]helmops.Record{}
-	withReleases := map[decide.Object]bool{}
+	byObject := map[format.Object][]format.Record{}
+	withReleases := map[format.Object]bool{}
 	for _, r := range recs {
-		o := decide.Object{Namespace: r.ObjectNamespace, Name: r.ObjectName}
+		o := format.Object{Namespace: r.ObjectNamespace, Name: r.ObjectName}
 		byObject[o] = append(byObject[o], r)
 		withReleases[o] = !o.IsZero()
 	}
@@ -399,7 +400,7 @@ func (c *Controller) passSelector(ctx context.Context, cfg *config.Config, claim
 	ids := c.chartIDs(spec, cfg.Dir)
 	var overLimit, conflicts int
 	for o, obs := range listed {
-		labelled := decide.Object{Namespace: o.Namespace, Name: decide.ObjectLabel(o.Name)}
+		labelled := format.Object{Namespace: o.Namespace, Name: format.ObjectLabel(o.Name)}
 		objRecs := byObject[labelled]
 		delete(byObject, labelled)
 		key := ObjectKey(name, o)
@@ -408,13 +409,13 @@ func (c *Controller) passSelector(ctx context.Context, cfg *config.Config, claim
 			c.noticeOnce(key, add)
 			continue
 		}
-		if st, _ := decide.Evaluate(t, obs); st.Wanted() && !admitted[o] {
+		if st, _ := plan.Evaluate(t, obs); st.Wanted() && !admitted[o] {
 			overLimit++
 			c.noticeOnce(key, add)
 			continue
 		}
 		forObj, err := spec.ForObject(name, o.Namespace, o.Name)
-		if err == nil && !usesAny(forObj, unread) && decide.InSync(name, forObj, o, obs, objRecs, ids, sources.sourcesOf(ctx, forObj)) {
+		if err == nil && !usesAny(forObj, unread) && plan.InSync(name, forObj, o, obs, objRecs, ids, sources.sourcesOf(ctx, forObj)) {
 			continue
 		}
 		add(key)
@@ -426,7 +427,7 @@ func (c *Controller) passSelector(ctx context.Context, cfg *config.Config, claim
 		switch {
 		case o.IsZero():
 			add(name) // releases from before the spec had a selector (OrphanSpecs queues it too)
-		case decide.ObjectLabelIsName(o.Name):
+		case format.ObjectLabelIsName(o.Name):
 			add(ObjectKey(name, o))
 		default:
 			add(name) // a long name: the sweep finds it in the release's values
@@ -456,7 +457,7 @@ func usesAny(spec *config.Spec, set map[string]bool) bool {
 
 // collectDropped forgets the dropped namespaces a listing read and found
 // without releases of ours.
-func (c *Controller) collectDropped(cfg *config.Config, listed []string, unread map[string]bool, recs []helmops.Record, safeSince time.Time) {
+func (c *Controller) collectDropped(cfg *config.Config, listed []string, unread map[string]bool, recs []format.Record, safeSince time.Time) {
 	used := map[string]bool{}
 	for _, r := range recs {
 		used[r.Namespace] = true
@@ -541,8 +542,8 @@ func (b *Backoff) waiting(name string, now time.Time) bool {
 // listTriggers makes one live LIST per (resource, namespace, selector) the
 // config's triggers use. A failed LIST leaves its key out: its specs then get the full
 // reconcile, whose live GET reports the error and changes nothing.
-func (c *Controller) listTriggers(ctx context.Context, cfg *config.Config) map[informerKey]map[string]decide.Trigger {
-	out := map[informerKey]map[string]decide.Trigger{}
+func (c *Controller) listTriggers(ctx context.Context, cfg *config.Config) map[informerKey]map[string]plan.Trigger {
+	out := map[informerKey]map[string]plan.Trigger{}
 	failed := map[informerKey]bool{}
 	for _, spec := range cfg.Specs {
 		for _, k := range keysFor(cfg, spec.Trigger) {
@@ -563,8 +564,8 @@ func (c *Controller) listTriggers(ctx context.Context, cfg *config.Config) map[i
 
 // chartIDs names the charts of spec's release specs that can be named
 // without fetching anything; one that cannot is left out.
-func (c *Controller) chartIDs(spec *config.Spec, configDir string) map[string]decide.ChartID {
-	ids := make(map[string]decide.ChartID, len(spec.ReleaseSpecs))
+func (c *Controller) chartIDs(spec *config.Spec, configDir string) map[string]plan.ChartID {
+	ids := make(map[string]plan.ChartID, len(spec.ReleaseSpecs))
 	for id, rs := range spec.ReleaseSpecs {
 		if cid, ok := c.rec.charts.id(rs.Chart, configDir); ok {
 			ids[id] = cid
@@ -673,7 +674,7 @@ func claimNeighbours(old, cfg *config.Config, touched []string) []string {
 				switch {
 				case !t.IsSelector() && ot.IsSelector():
 					if cfg.Covers(ot, t.Namespace) {
-						out.add(ObjectKey(other, decide.Object{Namespace: t.Namespace, Name: t.Name}))
+						out.add(ObjectKey(other, format.Object{Namespace: t.Namespace, Name: t.Name}))
 					}
 				case t.IsSelector():
 					out.add(other)
@@ -731,7 +732,7 @@ func (c *Controller) onTriggerEvent(k informerKey, namespace, name string) {
 		return
 	}
 	for _, spec := range idx.selectors[k] {
-		c.queue.Add(ObjectKey(spec, decide.Object{Namespace: namespace, Name: name}))
+		c.queue.Add(ObjectKey(spec, format.Object{Namespace: namespace, Name: name}))
 	}
 }
 

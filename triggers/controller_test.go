@@ -20,9 +20,10 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/releasetest"
 	"github.com/autox-dev/autox/internal/testenv"
-	"github.com/autox-dev/autox/triggers/decide"
+	"github.com/autox-dev/autox/triggers/plan"
 )
 
 var cluster *testenv.Cluster
@@ -261,12 +262,12 @@ func (h *harness) releases() releasetest.Releases {
 	return releasetest.Releases{T: h.t, Helm: h.helm, Namespace: h.ns, Patience: patience}
 }
 
-func (h *harness) release(name string) *helmops.Release {
+func (h *harness) release(name string) *format.Release {
 	h.t.Helper()
 	return h.releases().Get(name)
 }
 
-func (h *harness) waitRelease(name, what string, cond func(*helmops.Release) bool) *helmops.Release {
+func (h *harness) waitRelease(name, what string, cond func(*format.Release) bool) *format.Release {
 	h.t.Helper()
 	return h.releases().Wait(name, what, cond)
 }
@@ -302,10 +303,10 @@ func TestLifecycleOfOneTrigger(t *testing.T) {
 
 	hello := h.waitRelease("web-hello", "installed", deployedAt(1))
 	job := h.waitRelease("web-job", "installed", deployedAt(1))
-	wantTrigger := map[string]interface{}{"autox": decide.InjectedValues(config.Trigger{Group: "apps", Version: "v1", Resource: "deployments",
+	wantTrigger := map[string]interface{}{"autox": plan.InjectedValues(config.Trigger{Group: "apps", Version: "v1", Resource: "deployments",
 		Name: "web", Namespace: h.ns, Labels: []string{"app.kubernetes.io/version"}}, v("1.0.0")),
 		"greeting": "hi", "tasks": []interface{}{"ready", "http"}}
-	if d, _ := decide.ValuesDiff(wantTrigger, hello.Values); d != "" {
+	if d, _ := plan.ValuesDiff(wantTrigger, hello.Values); d != "" {
 		t.Errorf("hello values differ at %s: %v", d, hello.Values)
 	}
 	if hello.Spec != "web" || hello.ReleaseSpec != "hello" {
@@ -320,7 +321,7 @@ func TestLifecycleOfOneTrigger(t *testing.T) {
 	// install for onChange reinstall (revision 1 again, first deployed later).
 	h.relabel("web", v("2.0.0"))
 	h.waitRelease("web-hello", "upgraded", deployedAt(2))
-	job2 := h.waitRelease("web-job", "reinstalled", func(r *helmops.Release) bool {
+	job2 := h.waitRelease("web-job", "reinstalled", func(r *format.Release) bool {
 		return r != nil && r.Status == release.StatusDeployed && r.FirstDeployed.After(job.FirstDeployed)
 	})
 	if job2.Revision != 1 {

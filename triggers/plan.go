@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/autox-dev/autox/helmops"
-	"github.com/autox-dev/autox/triggers/decide"
+	"github.com/autox-dev/autox/triggers/plan"
 )
 
 // OrphanSpecs returns the names of specs that have releases the config in
@@ -18,14 +18,14 @@ func OrphanSpecs(ctx context.Context, inv *helmops.Inventory, state *ConfigState
 	}
 	// With some namespaces unreadable, the orphans of the others and the
 	// error naming the rest.
-	return decide.OrphanSpecs(state.Config(), recs), err
+	return plan.OrphanSpecs(state.Config(), recs), err
 }
 
 // PlanAll decides every spec of the config in force and every spec that still
 // has releases it does not want, changing nothing. It is what `autox plan`
 // prints and what a pass of `autox run` would do. Steps of specs that could
 // be decided are returned even when others failed (with the error).
-func PlanAll(ctx context.Context, rec *Reconciler, inv *helmops.Inventory) ([]decide.Step, error) {
+func PlanAll(ctx context.Context, rec *Reconciler, inv *helmops.Inventory) ([]plan.Step, error) {
 	cfg := rec.State().Config()
 	orphans, err := OrphanSpecs(ctx, inv, rec.State())
 	if err != nil && helmops.FailedNamespaces(err) == nil {
@@ -41,7 +41,7 @@ func PlanAll(ctx context.Context, rec *Reconciler, inv *helmops.Inventory) ([]de
 			names = append(names, o)
 		}
 	}
-	var steps []decide.Step
+	var steps []plan.Step
 	for _, name := range names {
 		s, err := rec.Plan(ctx, name)
 		steps = append(steps, s...)

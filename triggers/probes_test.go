@@ -9,6 +9,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/format"
 )
 
 // TestStuckReconcileFailsLiveness: /healthz asks Controller.Stuck. A
@@ -34,7 +35,7 @@ specs:
     releaseSpecs:
       slow: {chart: {path: {{.Charts}}/slow}}
 `), time.Hour)
-	h.waitRelease("web-slow", "blocked on its hook", func(r *helmops.Release) bool {
+	h.waitRelease("web-slow", "blocked on its hook", func(r *format.Release) bool {
 		return r != nil && r.Status == release.StatusPendingInstall
 	})
 	now := time.Now() // the reconcile started before this
@@ -48,7 +49,7 @@ specs:
 		t.Errorf("a reconcile running past %s: Stuck = %v, want an error naming the spec", limit, err)
 	}
 	h.halt()
-	h.waitRelease("web-slow", "Helm's background install ended (hook timed out)", func(r *helmops.Release) bool {
+	h.waitRelease("web-slow", "Helm's background install ended (hook timed out)", func(r *format.Release) bool {
 		return r != nil && r.Status == release.StatusFailed
 	})
 }

@@ -15,15 +15,16 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/redact"
-	"github.com/autox-dev/autox/triggers/decide"
+	"github.com/autox-dev/autox/triggers/plan"
 )
 
 // Helm is the part of helmops.Manager that reconcile uses.
 type Helm interface {
-	SpecReleases(ctx context.Context, namespaces []string, spec string) ([]*helmops.Release, error)
-	ObjectReleases(ctx context.Context, namespaces []string, spec string, obj decide.Object) ([]*helmops.Release, error)
-	Lookup(ctx context.Context, namespace, name string) (*helmops.Release, error)
+	SpecReleases(ctx context.Context, namespaces []string, spec string) ([]*format.Release, error)
+	ObjectReleases(ctx context.Context, namespaces []string, spec string, obj format.Object) ([]*format.Release, error)
+	Lookup(ctx context.Context, namespace, name string) (*format.Release, error)
 	NamesInUse(ctx context.Context, namespace string, names []string) (map[string]bool, error)
 	Install(ctx context.Context, d helmops.Desired) (int, error)
 	Upgrade(ctx context.Context, d helmops.Desired) (int, error)
@@ -39,7 +40,7 @@ type Helm interface {
 // implementation.
 type Triggers interface {
 	Get(ctx context.Context, t config.Trigger) (Observation, error)
-	List(ctx context.Context, k informerKey) (map[string]decide.Trigger, error)
+	List(ctx context.Context, k informerKey) (map[string]plan.Trigger, error)
 }
 
 // ReconcilerOptions is everything a Reconciler needs.
@@ -67,7 +68,7 @@ type ReconcilerOptions struct {
 	Events  record.EventRecorder
 }
 
-// Reconciler observes one spec, decides with decide.Plan, and applies the
+// Reconciler observes one spec, decides with plan.Plan, and applies the
 // steps, one spec at a time. It holds no per-spec state: every call starts
 // from a live read of the cluster.
 type Reconciler struct {
@@ -77,7 +78,7 @@ type Reconciler struct {
 	// within maxObjects, and who claims which object under the config in
 	// force. locks keep a spec's own key apart from its objects' keys.
 	admissions admissions
-	claims     atomic.Pointer[decide.ClaimIndex]
+	claims     atomic.Pointer[plan.ClaimIndex]
 	locks      specLocks
 }
 
@@ -104,11 +105,11 @@ var ErrStepFailed = errors.New("release step failed")
 // the decision: the trigger's reference for Events and the local charts
 // already loaded (a fresh load per operation; Helm mutates what it installs).
 type observed struct {
-	decide.Observation
+	plan.Observation
 	ref    *corev1.ObjectReference
 	loaded map[string]*chart.Chart // release spec id -> chart
 	// trigger is the trigger's state as decided (conflict and over-limit included).
-	trigger decide.TriggerState
+	trigger plan.TriggerState
 	// unattributed marks the releases of a selector spec that name no object.
 	unattributed bool
 	// sources reads each values source once for the whole observation.
@@ -119,7 +120,7 @@ type observed struct {
 // object of a selector spec (obj not zero). An error means nothing can be
 // decided (the trigger or every namespace unreadable); failures of one
 // release spec are in its ReleaseSpecObservation.
-func (r *Reconciler) observe(ctx context.Context, cfg *config.Config, specName string, obj decide.Object) (*observed, error) {
+func (r *Reconciler) observe(ctx context.Context, cfg *config.Config, specName string, obj format.Object) (*observed, error) {
 	spec := cfg.Specs[specName]
 	if spec != nil && !obj.IsZero() {
 		var err error
@@ -127,12 +128,12 @@ func (r *Reconciler) observe(ctx context.Context, cfg *config.Config, specName s
 			return nil, err
 		}
 	}
-	o := &observed{Observation: decide.Observation{Spec: specName, Config: spec, Object: obj, Instance: r.opts.Helm.Instance(),
-		ReleaseSpecs: map[string]decide.ReleaseSpecObservation{}, StaleAfter: r.opts.StaleAfter},
+	o := &observed{Observation: plan.Observation{Spec: specName, Config: spec, Object: obj, Instance: r.opts.Helm.Instance(),
+		ReleaseSpecs: map[string]plan.ReleaseSpecObservation{}, StaleAfter: r.opts.StaleAfter},
 		loaded: map[string]*chart.Chart{}, sources: newSourceCache(r.opts.Sources)}
 	// A namespace whose records cannot be read fails the release specs
 	// that live there; the others are decided from what could be read.
-	var current []*helmops.Release
+	var current []*format.Release
 	var err error
 	if obj.IsZero() {
 		current, err = r.opts.Helm.SpecReleases(ctx, r.opts.State.GCNamespaces(), specName)
@@ -170,16 +171,16 @@ func (r *Reconciler) observe(ctx context.Context, cfg *config.Config, specName s
 		// Who else claims this object is judged from its labels as read now.
 		self := obj
 		if self.IsZero() {
-			self = decide.Object{Namespace: t.Namespace, Name: t.Name}
+			self = format.Object{Namespace: t.Namespace, Name: t.Name}
 		}
 		o.Claimants = r.claimIndex(cfg).Claimants(t.Group, t.Resource, self, o.Trigger.Labels)
 	}
-	o.trigger, _ = decide.TriggerOf(o.Observation)
+	o.trigger, _ = plan.TriggerOf(o.Observation)
 	if !obj.IsZero() && o.trigger.Wanted() && len(o.Current) == 0 {
 		if o.OverLimit, err = r.overLimit(ctx, cfg, specName, obj); err != nil {
 			return nil, err
 		}
-		o.trigger, _ = decide.TriggerOf(o.Observation)
+		o.trigger, _ = plan.TriggerOf(o.Observation)
 	}
 	free := r.freeNames(ctx, o, spec)
 	for _, id := range spec.ReleaseSpecIDs() {
@@ -197,7 +198,7 @@ func (r *Reconciler) observe(ctx context.Context, cfg *config.Config, specName s
 // release spec rs wants.
 func ownsName(o *observed, rs *config.ReleaseSpec) bool {
 	for _, c := range o.Current {
-		if decide.Wants(rs, c.Namespace, c.Name) {
+		if plan.Wants(rs, c.Namespace, c.Name) {
 			return true
 		}
 	}
@@ -232,8 +233,8 @@ func (r *Reconciler) freeNames(ctx context.Context, o *observed, spec *config.Sp
 	return free
 }
 
-func (r *Reconciler) observeReleaseSpec(ctx context.Context, o *observed, id string, rs *config.ReleaseSpec, wanted, free bool, configDir string) decide.ReleaseSpecObservation {
-	var ro decide.ReleaseSpecObservation
+func (r *Reconciler) observeReleaseSpec(ctx context.Context, o *observed, id string, rs *config.ReleaseSpec, wanted, free bool, configDir string) plan.ReleaseSpecObservation {
+	var ro plan.ReleaseSpecObservation
 	if !free && !ownsName(o, rs) {
 		// Not ours under this spec: is the name taken by someone else
 		// (another tool, spec or autox instance)?
@@ -252,7 +253,7 @@ func (r *Reconciler) observeReleaseSpec(ctx context.Context, o *observed, id str
 			return ro
 		}
 	}
-	ro.Chart = decide.ChartID{Name: rs.Chart.Name, Version: rs.Chart.Version}
+	ro.Chart = plan.ChartID{Name: rs.Chart.Name, Version: rs.Chart.Version}
 	if rs.Chart.Path != "" {
 		// Only a local chart must be read to learn its name and version;
 		// a repository chart names them in the config, and is fetched
@@ -273,11 +274,11 @@ func (r *Reconciler) observeReleaseSpec(ctx context.Context, o *observed, id str
 // applied. An error returned with steps is the failure of some release specs
 // only; an error without steps means nothing could be decided (e.g. the
 // trigger read failed).
-func (r *Reconciler) Plan(ctx context.Context, key string) ([]decide.Step, error) {
+func (r *Reconciler) Plan(ctx context.Context, key string) ([]plan.Step, error) {
 	return r.plan(ctx, r.opts.State.Config(), key)
 }
 
-func (r *Reconciler) plan(ctx context.Context, cfg *config.Config, key string) ([]decide.Step, error) {
+func (r *Reconciler) plan(ctx context.Context, cfg *config.Config, key string) ([]plan.Step, error) {
 	specName, obj := parseKey(key)
 	if spec := cfg.Specs[specName]; obj.IsZero() && spec != nil && spec.Trigger.IsSelector() {
 		return r.planSelector(ctx, cfg, specName)
@@ -291,7 +292,7 @@ func (r *Reconciler) plan(ctx context.Context, cfg *config.Config, key string) (
 
 // planSelector plans every object of a selector spec, and the spec's
 // releases that name no object.
-func (r *Reconciler) planSelector(ctx context.Context, cfg *config.Config, specName string) ([]decide.Step, error) {
+func (r *Reconciler) planSelector(ctx context.Context, cfg *config.Config, specName string) ([]plan.Step, error) {
 	objs, unattributed, err := r.selectorObjects(ctx, cfg, specName)
 	if err != nil {
 		return nil, err
@@ -309,14 +310,14 @@ func (r *Reconciler) planSelector(ctx context.Context, cfg *config.Config, specN
 // unattributed is the observation of a selector spec's releases that name
 // no object (made while the spec named one trigger): no object wants them,
 // so they are decided like the releases of a removed spec.
-func (r *Reconciler) unattributed(specName string, rels []*helmops.Release) *observed {
-	return &observed{Observation: decide.Observation{Spec: specName, Instance: r.opts.Helm.Instance(), Current: rels,
-		Now: r.opts.Now(), StaleAfter: r.opts.StaleAfter}, trigger: decide.TriggerSpecRemoved, unattributed: true}
+func (r *Reconciler) unattributed(specName string, rels []*format.Release) *observed {
+	return &observed{Observation: plan.Observation{Spec: specName, Instance: r.opts.Helm.Instance(), Current: rels,
+		Now: r.opts.Now(), StaleAfter: r.opts.StaleAfter}, trigger: plan.TriggerSpecRemoved, unattributed: true}
 }
 
 // decide runs the pure plan and turns its failures into errors and Events.
-func (r *Reconciler) decide(o *observed) ([]decide.Step, error) {
-	res := decide.Plan(o.Observation)
+func (r *Reconciler) decide(o *observed) ([]plan.Step, error) {
+	res := plan.Plan(o.Observation)
 	if o.unattributed {
 		for i := range res.Steps {
 			res.Steps[i].Reason = "made by this spec before it had a selector: no object's release"
@@ -333,7 +334,7 @@ func (r *Reconciler) decide(o *observed) ([]decide.Step, error) {
 		}
 		errs = append(errs, err)
 		reason := "ReleaseFailed"
-		var source *decide.SourceError
+		var source *plan.SourceError
 		if errors.As(f.Err, &source) {
 			// A values source missing or unreadable: the release runs on as it is.
 			reason = "ValuesSourceFailed"
@@ -341,9 +342,9 @@ func (r *Reconciler) decide(o *observed) ([]decide.Step, error) {
 		r.event(o.ref, corev1.EventTypeWarning, reason, "%s", err.Error())
 	}
 	switch res.Trigger {
-	case decide.TriggerConflict:
+	case plan.TriggerConflict:
 		r.event(o.ref, corev1.EventTypeWarning, "TriggerConflict", "%s", res.TriggerReason)
-	case decide.TriggerOverLimit:
+	case plan.TriggerOverLimit:
 		r.event(o.ref, corev1.EventTypeWarning, "TriggerOverLimit", "spec %s: %s", o.Spec, res.TriggerReason)
 	}
 	return res.Steps, errors.Join(errs...)
@@ -392,7 +393,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) (follow []string
 		return nil, err
 	}
 	err = r.run(ctx, o, start)
-	if !obj.IsZero() && !o.trigger.Wanted() && o.trigger != decide.TriggerConflict {
+	if !obj.IsZero() && !o.trigger.Wanted() && o.trigger != plan.TriggerConflict {
 		r.admissions.leave(specName, obj)
 	}
 	return nil, err
@@ -445,10 +446,10 @@ const stepsInParallel = 4
 // steps, each group stepsInParallel at a time. A step not yet started when
 // ctx ends is not started (cancelled past the shutdown timeout or by a
 // fenced term); the others finish.
-func (r *Reconciler) applyAll(ctx context.Context, o *observed, steps []decide.Step) []error {
+func (r *Reconciler) applyAll(ctx context.Context, o *observed, steps []plan.Step) []error {
 	errs := make([]error, len(steps))
 	removals := 0
-	for removals < len(steps) && steps[removals].Action == decide.ActionUninstall {
+	for removals < len(steps) && steps[removals].Action == plan.ActionUninstall {
 		removals++
 	}
 	for _, group := range [][2]int{{0, removals}, {removals, len(steps)}} {
@@ -491,7 +492,7 @@ func (r *Reconciler) count(specName string, err error, start time.Time) {
 	r.opts.Metrics.reconcileDuration.Observe(time.Since(start).Seconds())
 }
 
-func (r *Reconciler) apply(ctx context.Context, o *observed, s decide.Step) error {
+func (r *Reconciler) apply(ctx context.Context, o *observed, s plan.Step) error {
 	log := r.opts.Log.With().Str("spec", s.Spec).Str("releaseSpec", s.ReleaseSpec).Str("release", s.Release).
 		Str("namespace", s.Namespace).Str("action", string(s.Action)).Str("reason", s.Reason).Logger()
 	start := time.Now()
@@ -500,26 +501,26 @@ func (r *Reconciler) apply(ctx context.Context, o *observed, s decide.Step) erro
 		err error
 	)
 	switch s.Action {
-	case decide.ActionNone:
+	case plan.ActionNone:
 		log.Debug().Int("revision", s.Revision).Msg("nothing to do for release")
 		return nil
-	case decide.ActionWait:
+	case plan.ActionWait:
 		log.Info().Int("revision", s.Revision).Msg("waiting: release is locked by another operation")
 		return nil
-	case decide.ActionConflict:
-		if o.trigger == decide.TriggerConflict {
+	case plan.ActionConflict:
+		if o.trigger == plan.TriggerConflict {
 			log.Warn().Msg("trigger object claimed by more than one spec; leaving its releases alone")
 			return nil // one TriggerConflict Event says it for the object
 		}
 		log.Warn().Msg("release name taken by a release autox does not own; leaving it alone")
 		r.event(o.ref, corev1.EventTypeWarning, "ReleaseConflict", "release %s/%s is not this autox's: %s; autox leaves it alone", s.Namespace, s.Release, s.Reason)
 		return nil
-	case decide.ActionInstall, decide.ActionUpgrade, decide.ActionReinstall:
+	case plan.ActionInstall, plan.ActionUpgrade, plan.ActionReinstall:
 		rev, err = r.install(ctx, o, s)
-	case decide.ActionUninstall:
+	case plan.ActionUninstall:
 		err = r.opts.Helm.Uninstall(ctx, s.Namespace, s.Release, s.Hide)
 		rev = s.Revision
-	case decide.ActionRollback:
+	case plan.ActionRollback:
 		err = r.opts.Helm.Rollback(ctx, s.Namespace, s.Release, s.RollbackTo, s.Hide)
 		rev = s.Revision + 1
 	default:
@@ -546,11 +547,11 @@ func (r *Reconciler) apply(ctx context.Context, o *observed, s decide.Step) erro
 
 // install runs an install, upgrade or reinstall of the step's desired
 // release, loading a repository chart first: the decision did not need it.
-func (r *Reconciler) install(ctx context.Context, o *observed, s decide.Step) (int, error) {
+func (r *Reconciler) install(ctx context.Context, o *observed, s plan.Step) (int, error) {
 	ref := o.Config.ReleaseSpecs[s.ReleaseSpec].Chart
 	ch := o.loaded[s.ReleaseSpec]
 	if ch == nil {
-		var id decide.ChartID
+		var id plan.ChartID
 		var err error
 		if ch, id, err = r.charts.load(ctx, ref, r.opts.State.Config().Dir); err != nil {
 			return 0, err
@@ -564,23 +565,23 @@ func (r *Reconciler) install(ctx context.Context, o *observed, s decide.Step) (i
 	d := helmops.Desired{Spec: s.Spec, ReleaseSpec: s.ReleaseSpec, Object: o.Object, Name: s.Release, Namespace: s.Namespace, Chart: ch,
 		Values: s.Desired.Values, Digest: s.Desired.Digest, Revision: s.Desired.Revision, Redact: s.Hide}
 	switch s.Action {
-	case decide.ActionInstall:
+	case plan.ActionInstall:
 		return r.opts.Helm.Install(ctx, d)
-	case decide.ActionUpgrade:
+	case plan.ActionUpgrade:
 		return r.opts.Helm.Upgrade(ctx, d)
 	default:
 		return r.opts.Helm.Reinstall(ctx, d)
 	}
 }
 
-var eventReasons = map[decide.Action]string{
-	decide.ActionInstall: "ReleaseInstalled", decide.ActionUpgrade: "ReleaseUpgraded", decide.ActionReinstall: "ReleaseReinstalled",
-	decide.ActionUninstall: "ReleaseUninstalled", decide.ActionRollback: "ReleaseRolledBack",
+var eventReasons = map[plan.Action]string{
+	plan.ActionInstall: "ReleaseInstalled", plan.ActionUpgrade: "ReleaseUpgraded", plan.ActionReinstall: "ReleaseReinstalled",
+	plan.ActionUninstall: "ReleaseUninstalled", plan.ActionRollback: "ReleaseRolledBack",
 }
 
-var pastTense = map[decide.Action]string{
-	decide.ActionInstall: "installed", decide.ActionUpgrade: "upgraded", decide.ActionReinstall: "reinstalled",
-	decide.ActionUninstall: "uninstalled", decide.ActionRollback: "rolled back",
+var pastTense = map[plan.Action]string{
+	plan.ActionInstall: "installed", plan.ActionUpgrade: "upgraded", plan.ActionReinstall: "reinstalled",
+	plan.ActionUninstall: "uninstalled", plan.ActionRollback: "rolled back",
 }
 
 // event records a Kubernetes Event on the trigger object, when there is one:

@@ -8,7 +8,8 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
-	"github.com/autox-dev/autox/triggers/decide"
+	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/triggers/plan"
 )
 
 // Queue keys. A named spec, a selector spec's sweep and a removed spec are
@@ -18,17 +19,17 @@ import (
 // worker at a time, so two reconciles of one object never overlap.
 
 // ObjectKey is the queue key of one object of a selector spec.
-func ObjectKey(spec string, o decide.Object) string {
+func ObjectKey(spec string, o format.Object) string {
 	return spec + "/" + o.Namespace + "/" + o.Name
 }
 
 // parseKey splits a queue key into its spec and, for an object key, the object.
-func parseKey(key string) (spec string, obj decide.Object) {
+func parseKey(key string) (spec string, obj format.Object) {
 	parts := strings.SplitN(key, "/", 3)
 	if len(parts) != 3 {
-		return key, decide.Object{}
+		return key, format.Object{}
 	}
-	return parts[0], decide.Object{Namespace: parts[1], Name: parts[2]}
+	return parts[0], format.Object{Namespace: parts[1], Name: parts[2]}
 }
 
 // specOf is the spec name of a queue key.
@@ -38,7 +39,7 @@ func specOf(key string) string {
 }
 
 // admissions are, per selector spec, the objects it serves within
-// maxObjects (decide.Admit) as last computed from a live listing and the
+// maxObjects (plan.Admit) as last computed from a live listing and the
 // release records: what a reconcile of one object admits it by without
 // listing again. A new object takes a free place at once; an object that
 // leaves marks the admission stale, so the next object refused looks again.
@@ -51,7 +52,7 @@ type admission struct {
 	// identity is the trigger it was computed for: another selector,
 	// namespaces, labels or bound make it void.
 	identity string
-	admitted map[decide.Object]bool
+	admitted map[format.Object]bool
 	max      int
 	stale    bool
 }
@@ -66,7 +67,7 @@ func admissionIdentity(cfg *config.Config, t config.Trigger) string {
 	return b.String()
 }
 
-func (as *admissions) set(spec, identity string, admitted map[decide.Object]bool, max int) {
+func (as *admissions) set(spec, identity string, admitted map[format.Object]bool, max int) {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	if as.m == nil {
@@ -78,7 +79,7 @@ func (as *admissions) set(spec, identity string, admitted map[decide.Object]bool
 // admit reports whether o is served: admitted already, or new while there is
 // room, which it then takes. known is false when there is no admission for
 // this identity; stale when a served object left since it was computed.
-func (as *admissions) admit(spec, identity string, o decide.Object) (ok, known, stale bool) {
+func (as *admissions) admit(spec, identity string, o format.Object) (ok, known, stale bool) {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	a := as.m[spec]
@@ -97,7 +98,7 @@ func (as *admissions) admit(spec, identity string, o decide.Object) (ok, known, 
 
 // served returns the objects admitted for a spec under identity; known is
 // false when there is no such admission.
-func (as *admissions) served(spec, identity string) (objs []decide.Object, known bool) {
+func (as *admissions) served(spec, identity string) (objs []format.Object, known bool) {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	a := as.m[spec]
@@ -111,7 +112,7 @@ func (as *admissions) served(spec, identity string) (objs []decide.Object, known
 }
 
 // leave gives up the place of an object that is no longer served.
-func (as *admissions) leave(spec string, o decide.Object) {
+func (as *admissions) leave(spec string, o format.Object) {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	if a := as.m[spec]; a != nil && a.admitted[o] {
@@ -132,11 +133,11 @@ func (l *specLocks) of(spec string) *sync.RWMutex {
 }
 
 // claimIndex returns the claim index of cfg, built once per config.
-func (r *Reconciler) claimIndex(cfg *config.Config) *decide.ClaimIndex {
+func (r *Reconciler) claimIndex(cfg *config.Config) *plan.ClaimIndex {
 	if idx := r.claims.Load(); idx != nil && idx.Config() == cfg {
 		return idx
 	}
-	idx := decide.NewClaimIndex(cfg)
+	idx := plan.NewClaimIndex(cfg)
 	r.claims.Store(idx)
 	return idx
 }
@@ -144,11 +145,11 @@ func (r *Reconciler) claimIndex(cfg *config.Config) *decide.ClaimIndex {
 // wantedObjects turns one live listing of a selector spec's objects into
 // those it wants: selected with every trigger label set, and claimed by no
 // other spec.
-func wantedObjects(idx *decide.ClaimIndex, spec *config.Spec, listed map[decide.Object]decide.Trigger) []decide.Object {
+func wantedObjects(idx *plan.ClaimIndex, spec *config.Spec, listed map[format.Object]plan.Trigger) []format.Object {
 	t := spec.Trigger
-	var out []decide.Object
+	var out []format.Object
 	for o, obs := range listed {
-		if st, _ := decide.Evaluate(t, obs); !st.Wanted() {
+		if st, _ := plan.Evaluate(t, obs); !st.Wanted() {
 			continue
 		}
 		if len(idx.Claimants(t.Group, t.Resource, o, obs.Labels)) > 1 {
@@ -160,12 +161,12 @@ func wantedObjects(idx *decide.ClaimIndex, spec *config.Spec, listed map[decide.
 }
 
 // recordObjects are the objects (in their label form, see
-// decide.ObjectLabel) that a spec's release records name.
-func recordObjects(recs []helmops.Record, spec string) map[decide.Object]bool {
-	out := map[decide.Object]bool{}
+// format.ObjectLabel) that a spec's release records name.
+func recordObjects(recs []format.Record, spec string) map[format.Object]bool {
+	out := map[format.Object]bool{}
 	for _, r := range recs {
 		if r.Spec == spec && r.ObjectName != "" {
-			out[decide.Object{Namespace: r.ObjectNamespace, Name: r.ObjectName}] = true
+			out[format.Object{Namespace: r.ObjectNamespace, Name: r.ObjectName}] = true
 		}
 	}
 	return out
@@ -173,20 +174,20 @@ func recordObjects(recs []helmops.Record, spec string) map[decide.Object]bool {
 
 // admit computes and keeps a selector spec's admission from a listing and
 // the objects its records name.
-func (r *Reconciler) admit(cfg *config.Config, specName string, listed map[decide.Object]decide.Trigger, withReleases map[decide.Object]bool) map[decide.Object]bool {
+func (r *Reconciler) admit(cfg *config.Config, specName string, listed map[format.Object]plan.Trigger, withReleases map[format.Object]bool) map[format.Object]bool {
 	spec := cfg.Specs[specName]
 	id := admissionIdentity(cfg, spec.Trigger)
 	// An object admitted before keeps its place while it is wanted: its
 	// install may be under way, not yet in the records read.
 	before, _ := r.admissions.served(specName, id)
-	kept := make(map[decide.Object]bool, len(before))
+	kept := make(map[format.Object]bool, len(before))
 	for _, o := range before {
 		kept[o] = true
 	}
-	has := func(o decide.Object) bool {
-		return kept[o] || withReleases[decide.Object{Namespace: o.Namespace, Name: decide.ObjectLabel(o.Name)}]
+	has := func(o format.Object) bool {
+		return kept[o] || withReleases[format.Object{Namespace: o.Namespace, Name: format.ObjectLabel(o.Name)}]
 	}
-	admitted := decide.Admit(wantedObjects(r.claimIndex(cfg), spec, listed), has, spec.Trigger.MaxObjects)
+	admitted := plan.Admit(wantedObjects(r.claimIndex(cfg), spec, listed), has, spec.Trigger.MaxObjects)
 	r.admissions.set(specName, id, admitted, spec.Trigger.MaxObjects)
 	return admitted
 }
@@ -194,19 +195,19 @@ func (r *Reconciler) admit(cfg *config.Config, specName string, listed map[decid
 // listObjects lists a selector spec's objects live: one LIST per namespace
 // it covers, with the selector. Any failure fails the whole listing;
 // nothing is taken for absent.
-func (r *Reconciler) listObjects(ctx context.Context, cfg *config.Config, spec *config.Spec) (map[decide.Object]decide.Trigger, error) {
+func (r *Reconciler) listObjects(ctx context.Context, cfg *config.Config, spec *config.Spec) (map[format.Object]plan.Trigger, error) {
 	keys := keysFor(cfg, spec.Trigger)
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("cannot list the objects of %s: the selector cannot be used", Describe(spec.Trigger))
 	}
-	out := map[decide.Object]decide.Trigger{}
+	out := map[format.Object]plan.Trigger{}
 	for _, k := range keys {
 		objs, err := r.opts.Triggers.List(ctx, k)
 		if err != nil {
 			return nil, err
 		}
 		for name, obs := range objs {
-			out[decide.Object{Namespace: k.Namespace, Name: name}] = obs
+			out[format.Object{Namespace: k.Namespace, Name: name}] = obs
 		}
 	}
 	return out, nil
@@ -217,7 +218,7 @@ func (r *Reconciler) listObjects(ctx context.Context, cfg *config.Config, spec *
 // takes them away). The last admission answers; without one, or when it
 // refuses the object after a served object left, the objects and the
 // release records are listed again, and that fresh admission answers.
-func (r *Reconciler) overLimit(ctx context.Context, cfg *config.Config, specName string, obj decide.Object) (bool, error) {
+func (r *Reconciler) overLimit(ctx context.Context, cfg *config.Config, specName string, obj format.Object) (bool, error) {
 	spec := cfg.Specs[specName]
 	id := admissionIdentity(cfg, spec.Trigger)
 	if ok, known, stale := r.admissions.admit(specName, id, obj); known && (ok || !stale) {
@@ -245,7 +246,7 @@ func (r *Reconciler) overLimit(ctx context.Context, cfg *config.Config, specName
 // own reconcile confirms the deletion by name). Releases of the spec that
 // name no object were made before it had a selector: they are returned as
 // unattributed.
-func (r *Reconciler) selectorObjects(ctx context.Context, cfg *config.Config, specName string) (objs []decide.Object, unattributed []*helmops.Release, err error) {
+func (r *Reconciler) selectorObjects(ctx context.Context, cfg *config.Config, specName string) (objs []format.Object, unattributed []*format.Release, err error) {
 	spec := cfg.Specs[specName]
 	listed, err := r.listObjects(ctx, cfg, spec)
 	if err != nil {
@@ -258,14 +259,14 @@ func (r *Reconciler) selectorObjects(ctx context.Context, cfg *config.Config, sp
 	if err != nil && helmops.FailedNamespaces(err) == nil {
 		return nil, nil, fmt.Errorf("cannot read releases of spec %s: %w", specName, err)
 	}
-	withReleases := map[decide.Object]bool{}
+	withReleases := map[format.Object]bool{}
 	for _, rel := range rels {
 		if rel.ObjectName != "" {
-			withReleases[decide.Object{Namespace: rel.ObjectNamespace, Name: rel.ObjectName}] = true
+			withReleases[format.Object{Namespace: rel.ObjectNamespace, Name: rel.ObjectName}] = true
 		}
 	}
 	r.admit(cfg, specName, listed, withReleases)
-	seen := map[decide.Object]bool{}
+	seen := map[format.Object]bool{}
 	for o := range listed {
 		seen[o] = true
 	}
@@ -274,7 +275,7 @@ func (r *Reconciler) selectorObjects(ctx context.Context, cfg *config.Config, sp
 		switch {
 		case o.IsZero():
 			unattributed = append(unattributed, rel)
-		case o.Name == rel.ObjectName && !decide.ObjectLabelIsName(o.Name):
+		case o.Name == rel.ObjectName && !format.ObjectLabelIsName(o.Name):
 			// A long name whose values do not give it back: its release
 			// cannot be tied to an object, and is left alone.
 			r.opts.Log.Warn().Str("spec", specName).Str("release", rel.Namespace+"/"+rel.Name).
@@ -286,6 +287,6 @@ func (r *Reconciler) selectorObjects(ctx context.Context, cfg *config.Config, sp
 	for o := range seen {
 		objs = append(objs, o)
 	}
-	decide.SortObjects(objs)
+	plan.SortObjects(objs)
 	return objs, unattributed, nil
 }

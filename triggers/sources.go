@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/autox-dev/autox/config"
-	"github.com/autox-dev/autox/triggers/decide"
+	"github.com/autox-dev/autox/triggers/plan"
 )
 
 // ValuesSources reads the Secrets and ConfigMaps that valuesFrom entries
@@ -112,10 +112,10 @@ func newSourceCache(reader ValuesSources) *sourceCache {
 }
 
 // read returns the reads of rs's valuesFrom entries, in order, in the
-// release's namespace. A failed read is a *decide.SourceError that names
+// release's namespace. A failed read is a *plan.SourceError that names
 // the reference.
-func (c *sourceCache) read(ctx context.Context, rs *config.ReleaseSpec) ([]decide.SourceValue, error) {
-	out := make([]decide.SourceValue, 0, len(rs.ValuesFrom))
+func (c *sourceCache) read(ctx context.Context, rs *config.ReleaseSpec) ([]plan.SourceValue, error) {
+	out := make([]plan.SourceValue, 0, len(rs.ValuesFrom))
 	for _, ref := range rs.ValuesFrom {
 		k := sourceKey{ref.Kind, rs.Namespace, ref.Name}
 		r, done := c.reads[k]
@@ -128,9 +128,9 @@ func (c *sourceCache) read(ctx context.Context, rs *config.ReleaseSpec) ([]decid
 			c.reads[k] = r
 		}
 		if r.err != nil {
-			return nil, decide.NewSourceError(ref, rs.Namespace, r.err)
+			return nil, plan.NewSourceError(ref, rs.Namespace, r.err)
 		}
-		out = append(out, decide.SourceValue{Ref: ref, Namespace: rs.Namespace, Found: r.found, Data: r.data})
+		out = append(out, plan.SourceValue{Ref: ref, Namespace: rs.Namespace, Found: r.found, Data: r.data})
 	}
 	return out, nil
 }
@@ -138,8 +138,8 @@ func (c *sourceCache) read(ctx context.Context, rs *config.ReleaseSpec) ([]decid
 // sourcesOf is what a pass hands InSync for spec (as it applies to one
 // object, for a selector spec): the reads of its release specs' sources
 // through the pass's cache, false for any that failed.
-func (c *sourceCache) sourcesOf(ctx context.Context, spec *config.Spec) decide.SourcesOf {
-	return func(id string) ([]decide.SourceValue, bool) {
+func (c *sourceCache) sourcesOf(ctx context.Context, spec *config.Spec) plan.SourcesOf {
+	return func(id string) ([]plan.SourceValue, bool) {
 		rs := spec.ReleaseSpecs[id]
 		if rs == nil {
 			return nil, false

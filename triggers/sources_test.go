@@ -12,9 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/autox-dev/autox/config"
-	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/releasetest"
-	"github.com/autox-dev/autox/triggers/decide"
 )
 
 // countingSources counts the live reads of each values source.
@@ -68,7 +67,7 @@ specs:
 `)
 	h.start(cfg, time.Hour)
 	for _, name := range []string{"web-a", "web-b", "api-a"} {
-		if r := h.releases().Wait(name, "installed", func(r *helmops.Release) bool { return r != nil && r.Revision == 1 }); r.Values["greeting"] != "shared-pw-77" {
+		if r := h.releases().Wait(name, "installed", func(r *format.Release) bool { return r != nil && r.Revision == 1 }); r.Values["greeting"] != "shared-pw-77" {
 			t.Errorf("%s: greeting %v", name, r.Values["greeting"])
 		}
 	}
@@ -155,7 +154,7 @@ func TestSourceUsers(t *testing.T) {
 		t.Errorf("keys before exp was listed: %v, want its sweep and web", got)
 	}
 	rec.admissions.set("exp", admissionIdentity(cfg, cfg.Specs["exp"].Trigger),
-		map[decide.Object]bool{{Namespace: "a", Name: "x"}: true, {Namespace: "a", Name: "y"}: true, {Namespace: "b", Name: "z"}: true}, 100)
+		map[format.Object]bool{{Namespace: "a", Name: "x"}: true, {Namespace: "a", Name: "y"}: true, {Namespace: "b", Name: "z"}: true}, 100)
 	c.onSourceEvent(secret("a"), "a", "creds")
 	c.onSourceEvent(secret("a"), "a", "creds") // coalesced with the first
 	if got := drain(); len(got) != 3 || got[0] != "exp/a/x" || got[1] != "exp/a/y" || got[2] != "web" {
@@ -233,8 +232,8 @@ func TestSelectorObjectsFollowTheirSources(t *testing.T) {
 	}}
 	h.start(cfg, time.Hour)
 	in2 := releasetest.Releases{T: t, Helm: h.helm, Namespace: ns2, Patience: patience}
-	at := func(rev int, greeting string) func(*helmops.Release) bool {
-		return func(r *helmops.Release) bool {
+	at := func(rev int, greeting string) func(*format.Release) bool {
+		return func(r *format.Release) bool {
 			return r != nil && r.Revision == rev && r.Values["greeting"] == greeting
 		}
 	}

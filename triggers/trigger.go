@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/autox-dev/autox/config"
-	"github.com/autox-dev/autox/triggers/decide"
+	"github.com/autox-dev/autox/triggers/plan"
 )
 
 // GVR returns the group/version/resource a trigger names.
@@ -34,7 +34,7 @@ type TriggerReader struct {
 // Observation is what a live read found: the decision's view of the object,
 // and a reference to it for Kubernetes Events (nil when unknown).
 type Observation struct {
-	decide.Trigger
+	plan.Trigger
 	Ref *corev1.ObjectReference
 }
 
@@ -44,7 +44,7 @@ type Observation struct {
 func (r TriggerReader) Get(ctx context.Context, t config.Trigger) (Observation, error) {
 	obj, err := r.Client.Resource(GVR(t)).Namespace(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 	if err == nil {
-		return Observation{Trigger: decide.Trigger{Found: true, Labels: obj.Labels}, Ref: r.reference(t, obj.UID)}, nil
+		return Observation{Trigger: plan.Trigger{Found: true, Labels: obj.Labels}, Ref: r.reference(t, obj.UID)}, nil
 	}
 	if objectNotFound(err, t.Name) {
 		return Observation{}, nil
@@ -92,7 +92,7 @@ func resourceName(t config.Trigger) string {
 // List reads every trigger object of one (resource, namespace, selector)
 // live, in one request: what a periodic pass hands each spec instead of a
 // GET per trigger.
-func (r TriggerReader) List(ctx context.Context, k informerKey) (map[string]decide.Trigger, error) {
+func (r TriggerReader) List(ctx context.Context, k informerKey) (map[string]plan.Trigger, error) {
 	list, err := r.Client.Resource(k.GVR).Namespace(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: k.Selector})
 	if err != nil {
 		if k.Selector != "" {
@@ -100,9 +100,9 @@ func (r TriggerReader) List(ctx context.Context, k informerKey) (map[string]deci
 		}
 		return nil, fmt.Errorf("cannot list %s in namespace %s: %w", k.GVR.String(), k.Namespace, err)
 	}
-	objs := make(map[string]decide.Trigger, len(list.Items))
+	objs := make(map[string]plan.Trigger, len(list.Items))
 	for _, item := range list.Items {
-		objs[item.Name] = decide.Trigger{Found: true, Labels: item.Labels}
+		objs[item.Name] = plan.Trigger{Found: true, Labels: item.Labels}
 	}
 	return objs, nil
 }

@@ -8,7 +8,7 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	helmtime "helm.sh/helm/v3/pkg/time"
 
-	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/format"
 )
 
 const threeReleases = `
@@ -77,7 +77,7 @@ func TestUnlockStalePendingReleases(t *testing.T) {
 	h.now = func() time.Time { return frozen }
 	h.start(cfg, 300*time.Millisecond)
 	h.waitRelease("web-upgrading", "rolled back to its deployed revision", deployedAt(3))
-	h.waitRelease("web-installing", "reinstalled", func(r *helmops.Release) bool {
+	h.waitRelease("web-installing", "reinstalled", func(r *format.Release) bool {
 		return r != nil && r.Status == release.StatusDeployed && r.Revision == 1 && r.FirstDeployed.After(firstInstall)
 	})
 	// Several passes later (each reconciles the spec in full: a pending

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/triggers"
 )
 
@@ -36,7 +37,7 @@ type clusterFlags struct {
 func (c *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)")
 	fs.StringVar(&c.storageDriver, "storage-driver", helmops.DriverSecret, "Helm release storage: secret or configmap")
-	fs.StringVar(&c.instance, "instance", helmops.DefaultInstance, "name of this autox installation (a DNS-1123 label): it owns only the releases labelled with it, so several installations can share a namespace")
+	fs.StringVar(&c.instance, "instance", format.DefaultInstance, "name of this autox installation (a DNS-1123 label): it owns only the releases labelled with it, so several installations can share a namespace")
 	fs.DurationVar(&c.helmTimeout, "helm-timeout", 5*time.Minute, "bound of one Helm operation; a pending release older than this plus 30s is unlocked")
 	fs.IntVar(&c.maxHistory, "max-history", 10, "revisions kept per release")
 	fs.Float32Var(&c.kubeAPIQPS, "kube-api-qps", -1, "client-side limit of the requests per second autox sends to the API server, Helm's included; -1: no client-side limit (the API server's priority and fairness protects it, and --workers bounds the requests in flight)")

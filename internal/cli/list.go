@@ -8,7 +8,8 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
-	"github.com/autox-dev/autox/triggers/decide"
+	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/triggers/plan"
 )
 
 // listedRelease is one row of `autox list`.
@@ -85,10 +86,10 @@ func newListCommand(version string) *cobra.Command {
 	return cmd
 }
 
-func listRows(cfg *config.Config, rels []*helmops.Release, onlyOrphans bool) []listedRelease {
+func listRows(cfg *config.Config, rels []*format.Release, onlyOrphans bool) []listedRelease {
 	rows := []listedRelease{}
 	for _, r := range rels {
-		orphan := !decide.WantedBy(cfg, decide.Record{Name: r.Name, Namespace: r.Namespace, Spec: r.Spec, ReleaseSpec: r.ReleaseSpec,
+		orphan := !plan.WantedBy(cfg, format.Record{Name: r.Name, Namespace: r.Namespace, Spec: r.Spec, ReleaseSpec: r.ReleaseSpec,
 			ObjectNamespace: r.ObjectNamespace, ObjectName: r.ObjectName})
 		if onlyOrphans && !orphan {
 			continue

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/autox-dev/autox/config"
-	"github.com/autox-dev/autox/triggers/decide"
+	"github.com/autox-dev/autox/triggers/plan"
 )
 
 // configError prints a config's problems one per line on stderr and returns
@@ -43,10 +43,10 @@ func writeJSON(w io.Writer, v interface{}) error {
 }
 
 // printSteps prints the plan: a table, or with -o json an array (never null).
-func printSteps(w io.Writer, output string, steps []decide.Step) error {
+func printSteps(w io.Writer, output string, steps []plan.Step) error {
 	if output == "json" {
 		if steps == nil {
-			steps = []decide.Step{}
+			steps = []plan.Step{}
 		}
 		return writeJSON(w, steps)
 	}

@@ -10,6 +10,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/testenv"
 )
 
@@ -23,7 +24,7 @@ type Releases struct {
 }
 
 // Get returns the release, or nil when there is none.
-func (r Releases) Get(name string) *helmops.Release {
+func (r Releases) Get(name string) *format.Release {
 	r.T.Helper()
 	rel, err := r.Helm.Lookup(context.Background(), r.Namespace, name)
 	if err != nil {
@@ -33,9 +34,9 @@ func (r Releases) Get(name string) *helmops.Release {
 }
 
 // Wait polls the release until cond holds and returns it.
-func (r Releases) Wait(name, what string, cond func(*helmops.Release) bool) *helmops.Release {
+func (r Releases) Wait(name, what string, cond func(*format.Release) bool) *format.Release {
 	r.T.Helper()
-	var rel *helmops.Release
+	var rel *format.Release
 	testenv.Eventually(r.T, r.Patience, "release "+name+" "+what, func() (bool, error) {
 		var err error
 		rel, err = r.Helm.Lookup(context.Background(), r.Namespace, name)
@@ -45,11 +46,11 @@ func (r Releases) Wait(name, what string, cond func(*helmops.Release) bool) *hel
 }
 
 // DeployedAt holds for a deployed release at that revision.
-func DeployedAt(rev int) func(*helmops.Release) bool {
-	return func(r *helmops.Release) bool {
+func DeployedAt(rev int) func(*format.Release) bool {
+	return func(r *format.Release) bool {
 		return r != nil && r.Status == release.StatusDeployed && r.Revision == rev
 	}
 }
 
 // Gone holds when there is no release.
-func Gone(r *helmops.Release) bool { return r == nil }
+func Gone(r *format.Release) bool { return r == nil }

@@ -33,7 +33,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/autox-dev/autox/config"
-	"github.com/autox-dev/autox/triggers/decide"
+	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/triggers/plan"
 )
 
 // The floor is the least an installer of these releases must write: per
@@ -271,14 +272,13 @@ func seedPlans(cfg *config.Config, labels map[string]string) ([]floorPlan, error
 			if err != nil {
 				return nil, err
 			}
-			values := decide.DesiredValues(rs, spec.Trigger, labels)
-			digest, err := decide.Digest(ch.Metadata.Name, ch.Metadata.Version, values)
+			values := plan.DesiredValues(rs, spec.Trigger, labels)
+			digest, err := format.Digest(ch.Metadata.Name, ch.Metadata.Version, values)
 			if err != nil {
 				return nil, err
 			}
-			plans = append(plans, floorPlan{name: rs.ReleaseName, values: values, labels: map[string]string{
-				"autox.dev/spec": name, "autox.dev/release-spec": id, "autox.dev/instance": "autox",
-				"autox.dev/digest": digest, "autox.dev/revision": "1"}})
+			plans = append(plans, floorPlan{name: rs.ReleaseName, values: values, labels: format.ReleaseLabels(
+				format.Owner{Spec: name, ReleaseSpec: id, Instance: format.DefaultInstance}, digest, 1)})
 		}
 	}
 	return plans, nil

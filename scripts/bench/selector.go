@@ -23,7 +23,7 @@ import (
 func benchSelector(ctx context.Context, o options, cluster *testenv.Cluster, autox, work, chart string) error {
 	cs := cluster.Client
 	note("creating %d matching and %d other Deployments", o.triggers, o.triggers/2)
-	if err := createLabelled(ctx, cs, "s", o.triggers, map[string]string{"autox.dev/bench": "on", "app.kubernetes.io/version": "1.0.0"}); err != nil {
+	if err := createLabelled(ctx, cs, "s", o.triggers, map[string]string{"bench.autox/selected": "on", "app.kubernetes.io/version": "1.0.0"}); err != nil {
 		return err
 	}
 	if err := createLabelled(ctx, cs, "u", o.triggers/2, map[string]string{"app.kubernetes.io/version": "1.0.0"}); err != nil {
@@ -36,7 +36,7 @@ specs:
       group: apps
       version: v1
       resource: deployments
-      selector: {matchLabels: {autox.dev/bench: "on"}}
+      selector: {matchLabels: {bench.autox/selected: "on"}}
       maxObjects: %d
     releaseSpecs:
       job: {chart: {path: %s}}

@@ -4,6 +4,6 @@
 // steps that bring the spec's releases where the config wants them. It reads
 // nothing, writes nothing and asks no clock: `autox run`, `autox plan` and
 // the quiet pass all call the same functions, and table tests cover them
-// without a cluster. It defines the vocabulary of what is observed (Release,
-// Record, Trigger) that the readers (helmops, triggers) fill in.
-package decide
+// without a cluster. Releases and records come in the vocabulary of
+// internal/format, which helmops reads them into.
+package plan

@@ -1,4 +1,4 @@
-package decide
+package plan
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/internal/format"
 )
 
 // SourceValue is what a live read of one valuesFrom entry found. A read
@@ -158,9 +159,9 @@ func MergeValues(rs *config.ReleaseSpec, sources []SourceValue, t config.Trigger
 	}
 	// Whatever a source put under `autox` (validation keeps targetPath
 	// off it), autox's own key replaces it whole.
-	out[config.InjectedValuesKey] = InjectedValues(t, labels)
+	out[format.InjectedValuesKey] = InjectedValues(t, labels)
 	for p := range origins {
-		if p == "."+config.InjectedValuesKey || strings.HasPrefix(p, "."+config.InjectedValuesKey+".") {
+		if p == "."+format.InjectedValuesKey || strings.HasPrefix(p, "."+format.InjectedValuesKey+".") {
 			delete(origins, p)
 		}
 	}

@@ -1,4 +1,4 @@
-package decide
+package plan
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/redact"
 )
 
@@ -26,7 +27,7 @@ type Observation struct {
 	// Object is the object of a selector spec this observation is about:
 	// Config is then the spec as it applies to that object (config.Spec.ForObject)
 	// and Current holds that object's releases only. Zero for a named spec.
-	Object Object
+	Object format.Object
 	// Claimants are the specs that claim the trigger object, this one
 	// included (Claimants); with more than one, nothing is installed,
 	// upgraded or removed for it.
@@ -39,7 +40,7 @@ type Observation struct {
 	// the last listing: it gets nothing new and keeps what it has.
 	OverLimit bool
 	// Current are the spec's own releases in the namespaces that could be read.
-	Current []*Release
+	Current []*format.Release
 	// Unread maps a namespace whose release records could not be read to the
 	// cause: nothing there is taken for absent.
 	Unread map[string]error
@@ -56,7 +57,7 @@ type Observation struct {
 type ReleaseSpecObservation struct {
 	// Other is the release of the wanted name when it is not one of the
 	// spec's own (another tool's, spec's or instance's), nil when there is none.
-	Other *Release
+	Other *format.Release
 	// Chart names the desired chart; read only while the trigger is wanted.
 	Chart ChartID
 	// Sources are the live reads of the release spec's valuesFrom entries,
@@ -155,7 +156,7 @@ func Plan(o Observation) Result {
 				reason = "release spec now wants " + rs.Namespace + "/" + rs.ReleaseName
 			}
 		}
-		relState, stateReason, _ := ClassifyRelease(rel, OwnerOf(rel), nil, o.Now, o.StaleAfter)
+		relState, stateReason, _ := ClassifyRelease(rel, rel.Owner(), nil, o.Now, o.StaleAfter)
 		action := Decide(TriggerSpecRemoved, relState, config.OnChangeUpgrade)
 		if action == ActionWait {
 			reason = stateReason
@@ -215,7 +216,7 @@ func planReleaseSpec(o Observation, id string, rs *config.ReleaseSpec, ro Releas
 		}
 		values := merged.Values
 		want = &Want{ChartName: ro.Chart.Name, ChartVersion: ro.Chart.Version, Values: values, From: merged.From}
-		digest, err := Digest(ro.Chart.Name, ro.Chart.Version, values)
+		digest, err := format.Digest(ro.Chart.Name, ro.Chart.Version, values)
 		if err != nil {
 			return step, fmt.Errorf("cannot digest the desired values: %w", err)
 		}
@@ -224,7 +225,7 @@ func planReleaseSpec(o Observation, id string, rs *config.ReleaseSpec, ro Releas
 			step.Desired.Revision = rel.Revision + 1
 		}
 	}
-	owner := Owner{Spec: o.Spec, ReleaseSpec: id, Instance: o.Instance, Object: o.Object}
+	owner := format.Owner{Spec: o.Spec, ReleaseSpec: id, Instance: o.Instance, Object: o.Object}
 	relState, relReason, err := ClassifyRelease(rel, owner, want, o.Now, o.StaleAfter)
 	if err != nil {
 		return step, err
@@ -279,8 +280,8 @@ func claimed(o Observation, state TriggerState, reason string) (TriggerState, st
 }
 
 // releaseObject names the object a release's labels name ("" for none).
-func releaseObject(rel *Release) string {
-	return Object{Namespace: rel.ObjectNamespace, Name: rel.ObjectName}.String()
+func releaseObject(rel *format.Release) string {
+	return format.Object{Namespace: rel.ObjectNamespace, Name: rel.ObjectName}.String()
 }
 
 // Wants reports whether release spec rs (nil: none) wants the release of
@@ -296,7 +297,7 @@ func Wants(rs *config.ReleaseSpec, namespace, name string) bool {
 // the release spec renders for that object; when the label holds a long
 // name's hash the name cannot be rendered, and the object's own reconcile
 // decides (true here).
-func WantedBy(cfg *config.Config, r Record) bool {
+func WantedBy(cfg *config.Config, r format.Record) bool {
 	s := cfg.Specs[r.Spec]
 	if s == nil {
 		return false
@@ -311,7 +312,7 @@ func WantedBy(cfg *config.Config, r Record) bool {
 	if r.ObjectName == "" || !cfg.Covers(s.Trigger, r.ObjectNamespace) {
 		return false
 	}
-	if !ObjectLabelIsName(r.ObjectName) {
+	if !format.ObjectLabelIsName(r.ObjectName) {
 		return true
 	}
 	forObj, err := s.ForObject(r.Spec, r.ObjectNamespace, r.ObjectName)
@@ -321,7 +322,7 @@ func WantedBy(cfg *config.Config, r Record) bool {
 // OrphanSpecs returns, sorted, the names of specs that have releases cfg does
 // not want by spec or release spec id: removed specs, and specs with removed,
 // renamed or moved release specs.
-func OrphanSpecs(cfg *config.Config, recs []Record) []string {
+func OrphanSpecs(cfg *config.Config, recs []format.Record) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, r := range recs {
@@ -338,32 +339,16 @@ func OrphanSpecs(cfg *config.Config, recs []Record) []string {
 // redactorOf hides the values of a release spec (nil: none), of what its
 // values sources hold, and of a release (nil: none), its latest and its
 // last deployed revision: an operation on it may quote any of them.
-func redactorOf(rs *config.ReleaseSpec, rel *Release, sources []SourceValue) *redact.Redactor {
+func redactorOf(rs *config.ReleaseSpec, rel *format.Release, sources []SourceValue) *redact.Redactor {
 	var values []map[string]interface{}
 	if rs != nil {
 		values = append(values, rs.Values)
 	}
 	values = append(values, sourceSecrets(sources)...)
 	if rel != nil {
-		values = append(values, userValues(rel.Values), userValues(rel.DeployedValues))
+		values = append(values, format.UserValues(rel.Values), format.UserValues(rel.DeployedValues))
 	}
 	return redact.New(values...)
-}
-
-// userValues are the values of a release that may be secret: the user's,
-// without the `autox` key, which holds only the trigger's identity and labels
-// (redacting those would blank the namespace and names out of every message).
-func userValues(values map[string]interface{}) map[string]interface{} {
-	if _, ok := values[config.InjectedValuesKey]; !ok {
-		return values
-	}
-	out := make(map[string]interface{}, len(values))
-	for k, v := range values {
-		if k != config.InjectedValuesKey {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // unreadError joins the causes of unreadable namespaces, in a stable order.

@@ -1,4 +1,4 @@
-package decide
+package plan
 
 import (
 	"strings"
@@ -8,6 +8,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 
 	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/internal/format"
 )
 
 // TestDecideTable covers every (trigger state × release state × onChange) pair.
@@ -72,8 +73,8 @@ func TestClassifyRelease(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	stale := 5*time.Minute + 30*time.Second
 	want := &Want{ChartName: "hello", ChartVersion: "0.1.0", Values: map[string]interface{}{"a": 1}}
-	rel := func(mut func(r *Release)) *Release {
-		r := &Release{Name: "s-r", Namespace: "default", Spec: "s", ReleaseSpec: "r", Revision: 3,
+	rel := func(mut func(r *format.Release)) *format.Release {
+		r := &format.Release{Name: "s-r", Namespace: "default", Spec: "s", ReleaseSpec: "r", Revision: 3,
 			Status: release.StatusDeployed, ChartName: "hello", ChartVersion: "0.1.0",
 			Values: map[string]interface{}{"a": 1.0}, Modified: now.Add(-time.Hour), Updated: now.Add(-2 * time.Hour), DeployedBefore: true, LastDeployedRevision: 3, Instance: "autox"}
 		if mut != nil {
@@ -83,39 +84,39 @@ func TestClassifyRelease(t *testing.T) {
 	}
 	cases := []struct {
 		name       string
-		rel        *Release
+		rel        *format.Release
 		want       *Want
 		state      ReleaseState
 		reasonPart string
 	}{
 		{"absent", nil, want, ReleaseAbsent, "not found"},
-		{"unlabelled", rel(func(r *Release) { r.Spec, r.ReleaseSpec = "", "" }), want, ReleaseConflict, "without autox labels"},
-		{"only the spec label", rel(func(r *Release) { r.ReleaseSpec = "" }), want, ReleaseConflict, "without autox labels"},
-		{"other spec", rel(func(r *Release) { r.Spec = "other" }), want, ReleaseConflict, `belongs to spec "other"`},
+		{"unlabelled", rel(func(r *format.Release) { r.Spec, r.ReleaseSpec = "", "" }), want, ReleaseConflict, "without autox labels"},
+		{"only the spec label", rel(func(r *format.Release) { r.ReleaseSpec = "" }), want, ReleaseConflict, "without autox labels"},
+		{"other spec", rel(func(r *format.Release) { r.Spec = "other" }), want, ReleaseConflict, `belongs to spec "other"`},
 		{"in sync", rel(nil), want, ReleaseInSync, "match"},
-		{"no want", rel(func(r *Release) { r.Values = nil }), nil, ReleaseInSync, "deployed"},
-		{"chart version", rel(func(r *Release) { r.ChartVersion = "0.0.9" }), want, ReleaseOutOfSync, "chart hello 0.0.9 -> hello 0.1.0"},
-		{"values", rel(func(r *Release) { r.Values = map[string]interface{}{"a": 2} }), want, ReleaseOutOfSync, "values changed: .a"},
-		{"failed after deployed", rel(func(r *Release) { r.Status = release.StatusFailed }), want, ReleaseFailedAfterDeployed, "failed"},
-		{"failed never deployed", rel(func(r *Release) { r.Status, r.DeployedBefore = release.StatusFailed, false }), want, ReleaseFailedNeverDeployed, "none was deployed"},
-		{"pending young", rel(func(r *Release) {
+		{"no want", rel(func(r *format.Release) { r.Values = nil }), nil, ReleaseInSync, "deployed"},
+		{"chart version", rel(func(r *format.Release) { r.ChartVersion = "0.0.9" }), want, ReleaseOutOfSync, "chart hello 0.0.9 -> hello 0.1.0"},
+		{"values", rel(func(r *format.Release) { r.Values = map[string]interface{}{"a": 2} }), want, ReleaseOutOfSync, "values changed: .a"},
+		{"failed after deployed", rel(func(r *format.Release) { r.Status = release.StatusFailed }), want, ReleaseFailedAfterDeployed, "failed"},
+		{"failed never deployed", rel(func(r *format.Release) { r.Status, r.DeployedBefore = release.StatusFailed, false }), want, ReleaseFailedNeverDeployed, "none was deployed"},
+		{"pending young", rel(func(r *format.Release) {
 			r.Status, r.Modified = release.StatusPendingUpgrade, now.Add(-stale+time.Second)
 		}), want, ReleaseLocked, "pending-upgrade"},
-		{"pending upgrade stale", rel(func(r *Release) { r.Status = release.StatusPendingUpgrade }), want, ReleaseStaleUpgrade, "left pending-upgrade"},
-		{"pending rollback stale", rel(func(r *Release) { r.Status = release.StatusPendingRollback }), want, ReleaseStaleUpgrade, "left pending-rollback"},
-		{"pending upgrade stale never deployed", rel(func(r *Release) { r.Status, r.LastDeployedRevision = release.StatusPendingUpgrade, 0 }), want, ReleaseStaleInstall, "left"},
-		{"pending install stale", rel(func(r *Release) { r.Status = release.StatusPendingInstall }), want, ReleaseStaleInstall, "left pending-install"},
-		{"uninstalling stale", rel(func(r *Release) { r.Status = release.StatusUninstalling }), want, ReleaseStaleInstall, "left uninstalling"},
-		{"uninstalling young", rel(func(r *Release) { r.Status, r.Modified = release.StatusUninstalling, now }), want, ReleaseLocked, "uninstalling"},
-		{"uninstalling, last written unknown", rel(func(r *Release) { r.Status, r.Modified = release.StatusUninstalling, time.Time{} }), want, ReleaseLocked, "unknown"},
-		{"pending, deployed long ago, record written just now", rel(func(r *Release) {
+		{"pending upgrade stale", rel(func(r *format.Release) { r.Status = release.StatusPendingUpgrade }), want, ReleaseStaleUpgrade, "left pending-upgrade"},
+		{"pending rollback stale", rel(func(r *format.Release) { r.Status = release.StatusPendingRollback }), want, ReleaseStaleUpgrade, "left pending-rollback"},
+		{"pending upgrade stale never deployed", rel(func(r *format.Release) { r.Status, r.LastDeployedRevision = release.StatusPendingUpgrade, 0 }), want, ReleaseStaleInstall, "left"},
+		{"pending install stale", rel(func(r *format.Release) { r.Status = release.StatusPendingInstall }), want, ReleaseStaleInstall, "left pending-install"},
+		{"uninstalling stale", rel(func(r *format.Release) { r.Status = release.StatusUninstalling }), want, ReleaseStaleInstall, "left uninstalling"},
+		{"uninstalling young", rel(func(r *format.Release) { r.Status, r.Modified = release.StatusUninstalling, now }), want, ReleaseLocked, "uninstalling"},
+		{"uninstalling, last written unknown", rel(func(r *format.Release) { r.Status, r.Modified = release.StatusUninstalling, time.Time{} }), want, ReleaseLocked, "unknown"},
+		{"pending, deployed long ago, record written just now", rel(func(r *format.Release) {
 			r.Status, r.Modified, r.Updated = release.StatusPendingUpgrade, now, now.Add(-24*time.Hour)
 		}), want, ReleaseLocked, "pending-upgrade"},
-		{"another instance's release", rel(func(r *Release) { r.Instance = "team-b" }), want, ReleaseConflict, `instance "team-b"`},
+		{"another instance's release", rel(func(r *format.Release) { r.Instance = "team-b" }), want, ReleaseConflict, `instance "team-b"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st, reason, err := ClassifyRelease(tc.rel, Owner{Spec: "s", ReleaseSpec: "r", Instance: "autox"}, tc.want, now, stale)
+			st, reason, err := ClassifyRelease(tc.rel, format.Owner{Spec: "s", ReleaseSpec: "r", Instance: "autox"}, tc.want, now, stale)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -134,37 +135,37 @@ func TestInSync(t *testing.T) {
 		},
 	}
 	labelled := Trigger{Found: true, Labels: map[string]string{"v": "2"}}
-	digest, err := Digest("hello", "1.0.0", DesiredValues(spec.ReleaseSpecs["a"], spec.Trigger, labelled.Labels))
+	digest, err := format.Digest("hello", "1.0.0", DesiredValues(spec.ReleaseSpecs["a"], spec.Trigger, labelled.Labels))
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := Record{Name: "web-a", Namespace: "ns", Spec: "web", ReleaseSpec: "a", Revision: 4, Status: "deployed", Digest: digest, AutoxRevision: 4}
+	good := format.Record{Name: "web-a", Namespace: "ns", Spec: "web", ReleaseSpec: "a", Revision: 4, Status: "deployed", Digest: digest, AutoxRevision: 4}
 	ids := map[string]ChartID{"a": {"hello", "1.0.0"}}
-	mod := func(f func(r *Record)) []Record { r := good; f(&r); return []Record{r} }
+	mod := func(f func(r *format.Record)) []format.Record { r := good; f(&r); return []format.Record{r} }
 	cases := []struct {
 		name string
 		obs  Trigger
-		recs []Record
+		recs []format.Record
 		ids  map[string]ChartID
 		want bool
 	}{
-		{"in sync", labelled, []Record{good}, ids, true},
-		{"label value changed", Trigger{Found: true, Labels: map[string]string{"v": "3"}}, []Record{good}, ids, false},
+		{"in sync", labelled, []format.Record{good}, ids, true},
+		{"label value changed", Trigger{Found: true, Labels: map[string]string{"v": "3"}}, []format.Record{good}, ids, false},
 		{"release missing", labelled, nil, ids, false},
-		{"extra release", labelled, append([]Record{good}, Record{Name: "old", Namespace: "ns", Spec: "web", ReleaseSpec: "gone"}), ids, false},
-		{"written by another client", labelled, mod(func(r *Record) { r.Revision = 5 }), ids, false},
-		{"no digest label", labelled, mod(func(r *Record) { r.Digest = "" }), ids, false},
-		{"failed", labelled, mod(func(r *Record) { r.Status = "failed" }), ids, false},
-		{"pending", labelled, mod(func(r *Record) { r.Status = "pending-upgrade" }), ids, false},
-		{"renamed", labelled, mod(func(r *Record) { r.Name = "web-b" }), ids, false},
-		{"chart unknown", labelled, []Record{good}, nil, false},
-		{"chart version differs", labelled, []Record{good}, map[string]ChartID{"a": {"hello", "1.0.1"}}, false},
+		{"extra release", labelled, append([]format.Record{good}, format.Record{Name: "old", Namespace: "ns", Spec: "web", ReleaseSpec: "gone"}), ids, false},
+		{"written by another client", labelled, mod(func(r *format.Record) { r.Revision = 5 }), ids, false},
+		{"no digest label", labelled, mod(func(r *format.Record) { r.Digest = "" }), ids, false},
+		{"failed", labelled, mod(func(r *format.Record) { r.Status = "failed" }), ids, false},
+		{"pending", labelled, mod(func(r *format.Record) { r.Status = "pending-upgrade" }), ids, false},
+		{"renamed", labelled, mod(func(r *format.Record) { r.Name = "web-b" }), ids, false},
+		{"chart unknown", labelled, []format.Record{good}, nil, false},
+		{"chart version differs", labelled, []format.Record{good}, map[string]ChartID{"a": {"hello", "1.0.1"}}, false},
 		{"absent and nothing installed", Trigger{}, nil, ids, true},
-		{"absent but installed", Trigger{}, []Record{good}, ids, false},
+		{"absent but installed", Trigger{}, []format.Record{good}, ids, false},
 		{"unlabelled and nothing installed", Trigger{Found: true}, nil, ids, true},
 	}
 	for _, tc := range cases {
-		if got := InSync("web", spec, Object{}, tc.obs, tc.recs, tc.ids, nil); got != tc.want {
+		if got := InSync("web", spec, format.Object{}, tc.obs, tc.recs, tc.ids, nil); got != tc.want {
 			t.Errorf("%s: InSync = %v, want %v", tc.name, got, tc.want)
 		}
 	}

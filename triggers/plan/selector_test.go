@@ -1,4 +1,4 @@
-package decide
+package plan
 
 import (
 	"strings"
@@ -7,6 +7,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 
 	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/internal/format"
 )
 
 // selectorConfig has a selector spec "exp" on deployments in ns and other,
@@ -60,22 +61,22 @@ func labels(extra ...string) map[string]string {
 
 func TestObjectLabel(t *testing.T) {
 	short := "web"
-	if got := ObjectLabel(short); got != short || !ObjectLabelIsName(got) {
-		t.Errorf("ObjectLabel(%q) = %q (is name %v)", short, got, ObjectLabelIsName(got))
+	if got := format.ObjectLabel(short); got != short || !format.ObjectLabelIsName(got) {
+		t.Errorf("ObjectLabel(%q) = %q (is name %v)", short, got, format.ObjectLabelIsName(got))
 	}
 	long := strings.Repeat("a", 60) + "-" + strings.Repeat("b", 40)
-	got := ObjectLabel(long)
-	if len(got) != 63 || !strings.HasPrefix(got, long[:50]+"-") || got != ObjectLabel(long) {
+	got := format.ObjectLabel(long)
+	if len(got) != 63 || !strings.HasPrefix(got, long[:50]+"-") || got != format.ObjectLabel(long) {
 		t.Errorf("ObjectLabel(long) = %q: want 63 characters, the first 50 of the name, '-', a stable hash", got)
 	}
-	if ObjectLabelIsName(got) {
+	if format.ObjectLabelIsName(got) {
 		t.Errorf("a hashed label %q is taken for a whole name", got)
 	}
-	if other := ObjectLabel(long + "x"); other == got {
+	if other := format.ObjectLabel(long + "x"); other == got {
 		t.Errorf("two long names share the label %q", got)
 	}
 	exact := strings.Repeat("c", 63)
-	if ObjectLabel(exact) != exact {
+	if format.ObjectLabel(exact) != exact {
 		t.Errorf("a 63-character name must be its own label")
 	}
 }
@@ -85,17 +86,17 @@ func TestClaimants(t *testing.T) {
 	idx := NewClaimIndex(cfg)
 	cases := []struct {
 		name   string
-		obj    Object
+		obj    format.Object
 		labels map[string]string
 		want   string
 	}{
-		{"selected", Object{"ns", "a"}, labels("autox.dev/experiment", "enabled"), "exp"},
-		{"selected in the other namespace", Object{"other", "a"}, labels("autox.dev/experiment", "enabled"), "exp"},
-		{"not selected", Object{"ns", "a"}, labels(), ""},
-		{"named and selected", Object{"ns", "web"}, labels("autox.dev/experiment", "enabled"), "exp,web"},
-		{"named only", Object{"ns", "web"}, labels(), "web"},
-		{"two selectors", Object{"ns", "b"}, labels("autox.dev/experiment", "enabled", "canary", ""), "canary,exp"},
-		{"second selector out of its namespace", Object{"other", "b"}, labels("autox.dev/experiment", "enabled", "canary", ""), "exp"},
+		{"selected", format.Object{Namespace: "ns", Name: "a"}, labels("autox.dev/experiment", "enabled"), "exp"},
+		{"selected in the other namespace", format.Object{Namespace: "other", Name: "a"}, labels("autox.dev/experiment", "enabled"), "exp"},
+		{"not selected", format.Object{Namespace: "ns", Name: "a"}, labels(), ""},
+		{"named and selected", format.Object{Namespace: "ns", Name: "web"}, labels("autox.dev/experiment", "enabled"), "exp,web"},
+		{"named only", format.Object{Namespace: "ns", Name: "web"}, labels(), "web"},
+		{"two selectors", format.Object{Namespace: "ns", Name: "b"}, labels("autox.dev/experiment", "enabled", "canary", ""), "canary,exp"},
+		{"second selector out of its namespace", format.Object{Namespace: "other", Name: "b"}, labels("autox.dev/experiment", "enabled", "canary", ""), "exp"},
 	}
 	for _, tc := range cases {
 		got := strings.Join(idx.Claimants("apps", "deployments", tc.obj, tc.labels), ",")
@@ -109,29 +110,31 @@ func TestClaimants(t *testing.T) {
 }
 
 func TestAdmit(t *testing.T) {
-	objs := []Object{{"ns", "c"}, {"other", "a"}, {"ns", "a"}, {"ns", "b"}}
-	none := func(Object) bool { return false }
+	objs := []format.Object{{Namespace: "ns", Name: "c"}, {Namespace: "other", Name: "a"}, {Namespace: "ns", Name: "a"}, {Namespace: "ns", Name: "b"}}
+	none := func(format.Object) bool { return false }
 	got := Admit(objs, none, 2)
-	if len(got) != 2 || !got[Object{"ns", "a"}] || !got[Object{"ns", "b"}] {
+	if len(got) != 2 || !got[format.Object{Namespace: "ns", Name: "a"}] || !got[format.Object{Namespace: "ns", Name: "b"}] {
 		t.Errorf("Admit without releases = %v, want ns/a and ns/b (namespace/name order)", got)
 	}
 	// ns/c and other/a have releases: they stay served, and take the room.
-	served := func(o Object) bool { return o == Object{"ns", "c"} || o == Object{"other", "a"} }
+	served := func(o format.Object) bool {
+		return o == format.Object{Namespace: "ns", Name: "c"} || o == format.Object{Namespace: "other", Name: "a"}
+	}
 	got = Admit(objs, served, 2)
-	if len(got) != 2 || !got[Object{"ns", "c"}] || !got[Object{"other", "a"}] {
+	if len(got) != 2 || !got[format.Object{Namespace: "ns", Name: "c"}] || !got[format.Object{Namespace: "other", Name: "a"}] {
 		t.Errorf("Admit with two served = %v, want the served ones only", got)
 	}
 	// A lowered bound takes nothing away.
 	if got = Admit(objs, served, 1); len(got) != 2 {
 		t.Errorf("Admit with a bound under the served = %v, want both served kept", got)
 	}
-	if got = Admit(objs, served, 3); len(got) != 3 || !got[Object{"ns", "a"}] {
+	if got = Admit(objs, served, 3); len(got) != 3 || !got[format.Object{Namespace: "ns", Name: "a"}] {
 		t.Errorf("Admit with room for one more = %v, want ns/a added", got)
 	}
 }
 
 // objectObservation observes object ns/a of spec exp.
-func objectObservation(t *testing.T, cfg *config.Config, obj Object, trig Trigger, current ...*Release) Observation {
+func objectObservation(t *testing.T, cfg *config.Config, obj format.Object, trig Trigger, current ...*format.Release) Observation {
 	t.Helper()
 	spec, err := cfg.Specs["exp"].ForObject("exp", obj.Namespace, obj.Name)
 	if err != nil {
@@ -147,20 +150,20 @@ func objectObservation(t *testing.T, cfg *config.Config, obj Object, trig Trigge
 }
 
 // objectRelease is the release spec exp's job makes for obj, in sync.
-func objectRelease(t *testing.T, cfg *config.Config, obj Object, trig Trigger) *Release {
+func objectRelease(t *testing.T, cfg *config.Config, obj format.Object, trig Trigger) *format.Release {
 	spec, err := cfg.Specs["exp"].ForObject("exp", obj.Namespace, obj.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rs := spec.ReleaseSpecs["job"]
-	return &Release{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "exp", ReleaseSpec: "job", Instance: "autox",
-		ObjectNamespace: obj.Namespace, ObjectName: ObjectLabel(obj.Name), Revision: 1, Status: release.StatusDeployed,
+	return &format.Release{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "exp", ReleaseSpec: "job", Instance: "autox",
+		ObjectNamespace: obj.Namespace, ObjectName: format.ObjectLabel(obj.Name), Revision: 1, Status: release.StatusDeployed,
 		ChartName: "hello", ChartVersion: "1.0.0", Values: DesiredValues(rs, spec.Trigger, trig.Labels), Modified: planNow, LastDeployedRevision: 1}
 }
 
 func TestPlanSelectorObject(t *testing.T) {
 	cfg := selectorConfig(t)
-	a := Object{"ns", "a"}
+	a := format.Object{Namespace: "ns", Name: "a"}
 	selected := Trigger{Found: true, Labels: labels("autox.dev/experiment", "enabled")}
 	step := func(o Observation) Step {
 		t.Helper()
@@ -198,7 +201,7 @@ func TestPlanSelectorObject(t *testing.T) {
 	// Another object of the same name in another namespace owns a-job in ns?
 	// No: the release namespace follows the object. But a release of that
 	// name made for another object is that object's.
-	other := objectRelease(t, cfg, Object{"other", "a"}, selected)
+	other := objectRelease(t, cfg, format.Object{Namespace: "other", Name: "a"}, selected)
 	other.Namespace = "ns"
 	o := objectObservation(t, cfg, a, selected)
 	o.ReleaseSpecs["job"] = ReleaseSpecObservation{Chart: ChartID{"hello", "1.0.0"}, Other: other}
@@ -222,7 +225,7 @@ func TestPlanSelectorObject(t *testing.T) {
 
 func TestPlanConflict(t *testing.T) {
 	cfg := selectorConfig(t)
-	web := Object{"ns", "web"}
+	web := format.Object{Namespace: "ns", Name: "web"}
 	both := Trigger{Found: true, Labels: labels("autox.dev/experiment", "enabled")}
 	// The selector spec's view: nothing installed, nothing removed.
 	res := Plan(objectObservation(t, cfg, web, both))
@@ -263,22 +266,22 @@ func TestPlanConflict(t *testing.T) {
 
 func TestWantedBySelector(t *testing.T) {
 	cfg := selectorConfig(t)
-	rec := func(ns, name, objNS, obj string) Record {
-		return Record{Name: name, Namespace: ns, Spec: "exp", ReleaseSpec: "job", ObjectNamespace: objNS, ObjectName: obj}
+	rec := func(ns, name, objNS, obj string) format.Record {
+		return format.Record{Name: name, Namespace: ns, Spec: "exp", ReleaseSpec: "job", ObjectNamespace: objNS, ObjectName: obj}
 	}
 	long := strings.Repeat("x", 70)
 	cases := []struct {
 		name string
-		rec  Record
+		rec  format.Record
 		want bool
 	}{
 		{"its object's name", rec("ns", "a-job", "ns", "a"), true},
 		{"renamed", rec("ns", "old-a", "ns", "a"), false},
 		{"no object", rec("ns", "a-job", "", ""), false},
 		{"object out of scope", rec("gone", "a-job", "gone", "a"), false},
-		{"long name: the object decides", rec("ns", "whatever", "ns", ObjectLabel(long)), true},
-		{"named spec release with an object", Record{Name: "web-a", Namespace: "ns", Spec: "web", ReleaseSpec: "a", ObjectNamespace: "ns", ObjectName: "web"}, false},
-		{"named spec release", Record{Name: "web-a", Namespace: "ns", Spec: "web", ReleaseSpec: "a"}, true},
+		{"long name: the object decides", rec("ns", "whatever", "ns", format.ObjectLabel(long)), true},
+		{"named spec release with an object", format.Record{Name: "web-a", Namespace: "ns", Spec: "web", ReleaseSpec: "a", ObjectNamespace: "ns", ObjectName: "web"}, false},
+		{"named spec release", format.Record{Name: "web-a", Namespace: "ns", Spec: "web", ReleaseSpec: "a"}, true},
 	}
 	for _, tc := range cases {
 		if got := WantedBy(cfg, tc.rec); got != tc.want {
@@ -289,41 +292,41 @@ func TestWantedBySelector(t *testing.T) {
 
 func TestInSyncObject(t *testing.T) {
 	cfg := selectorConfig(t)
-	a := Object{"ns", "a"}
+	a := format.Object{Namespace: "ns", Name: "a"}
 	trig := Trigger{Found: true, Labels: labels("autox.dev/experiment", "enabled")}
 	spec, _ := cfg.Specs["exp"].ForObject("exp", "ns", "a")
 	rel := objectRelease(t, cfg, a, trig)
-	digest, _ := Digest("hello", "1.0.0", rel.Values)
-	rec := Record{Name: rel.Name, Namespace: "ns", Spec: "exp", ReleaseSpec: "job", Instance: "autox", ObjectNamespace: "ns", ObjectName: "a",
+	digest, _ := format.Digest("hello", "1.0.0", rel.Values)
+	rec := format.Record{Name: rel.Name, Namespace: "ns", Spec: "exp", ReleaseSpec: "job", Instance: "autox", ObjectNamespace: "ns", ObjectName: "a",
 		Revision: 1, Status: "deployed", Digest: digest, AutoxRevision: 1}
 	ids := map[string]ChartID{"job": {"hello", "1.0.0"}}
-	if !InSync("exp", spec, a, trig, []Record{rec}, ids, nil) {
+	if !InSync("exp", spec, a, trig, []format.Record{rec}, ids, nil) {
 		t.Errorf("its own record: not in sync")
 	}
-	if InSync("exp", spec, Object{"ns", "b"}, trig, []Record{rec}, ids, nil) {
+	if InSync("exp", spec, format.Object{Namespace: "ns", Name: "b"}, trig, []format.Record{rec}, ids, nil) {
 		t.Errorf("another object's record counted as in sync")
 	}
-	if InSync("exp", spec, a, Trigger{Found: true, Labels: version}, []Record{rec}, ids, nil) {
+	if InSync("exp", spec, a, Trigger{Found: true, Labels: version}, []format.Record{rec}, ids, nil) {
 		t.Errorf("an object no longer selected is in sync")
 	}
 }
 
 func TestTriggerObject(t *testing.T) {
 	long := strings.Repeat("y", 80)
-	rel := &Release{ObjectNamespace: "ns", ObjectName: ObjectLabel(long),
+	rel := &format.Release{ObjectNamespace: "ns", ObjectName: format.ObjectLabel(long),
 		Values: map[string]interface{}{"autox": map[string]interface{}{"trigger": map[string]interface{}{"name": long}}}}
-	if got := rel.TriggerObject(); got != (Object{"ns", long}) {
+	if got := rel.TriggerObject(); got != (format.Object{Namespace: "ns", Name: long}) {
 		t.Errorf("TriggerObject = %v, want the whole name from the values", got)
 	}
 	rel.Values["autox"].(map[string]interface{})["trigger"].(map[string]interface{})["name"] = "forged"
-	if got := rel.TriggerObject(); got.Name != ObjectLabel(long) {
+	if got := rel.TriggerObject(); got.Name != format.ObjectLabel(long) {
 		t.Errorf("values that do not give the label back were believed: %v", got)
 	}
 }
 
 func TestPlanOutOfScope(t *testing.T) {
 	cfg := selectorConfig(t)
-	a := Object{"ns", "a"}
+	a := format.Object{Namespace: "ns", Name: "a"}
 	selected := Trigger{Found: true, Labels: labels("autox.dev/experiment", "enabled")}
 	o := objectObservation(t, cfg, a, selected, objectRelease(t, cfg, a, selected))
 	o.OutOfScope = true

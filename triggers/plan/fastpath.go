@@ -1,28 +1,9 @@
-package decide
+package plan
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-
 	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/internal/format"
 )
-
-// Digest identifies what a release should run: chart name, chart version and
-// the exact values. autox stores it as a release label so a pass can compare
-// from record metadata alone. JSON encoding sorts map keys, so equal values
-// give equal digests.
-func Digest(chartName, chartVersion string, values map[string]interface{}) (string, error) {
-	b, err := json.Marshal(struct {
-		Chart, Version string
-		Values         map[string]interface{}
-	}{chartName, chartVersion, values})
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16]), nil
-}
 
 // ChartID names a chart by what its Chart.yaml says: a repository chart by
 // its config, a local chart as it was last loaded.
@@ -40,7 +21,7 @@ type ChartID struct{ Name, Version string }
 // reconcile, which decodes the releases and compares chart and values for real. It never answers true for a release another Helm
 // client changed: that write made a revision autox's revision label does not
 // name.
-func InSync(specName string, spec *config.Spec, obj Object, trig Trigger, recs []Record, charts map[string]ChartID, sources SourcesOf) bool {
+func InSync(specName string, spec *config.Spec, obj format.Object, trig Trigger, recs []format.Record, charts map[string]ChartID, sources SourcesOf) bool {
 	state, _ := Evaluate(spec.Trigger, trig)
 	if !state.Wanted() {
 		return len(recs) == 0
@@ -71,7 +52,7 @@ func InSync(specName string, spec *config.Spec, obj Object, trig Trigger, recs [
 		if err != nil {
 			return false // the full reconcile reports it
 		}
-		want, err := Digest(id.Name, id.Version, merged.Values)
+		want, err := format.Digest(id.Name, id.Version, merged.Values)
 		if err != nil || want != rec.Digest {
 			return false
 		}

@@ -1,9 +1,10 @@
-package decide
+package plan
 
 import (
 	"strings"
 
 	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/internal/format"
 )
 
 // Trigger is what a live read of a trigger object found: whether it exists,
@@ -33,19 +34,11 @@ func Evaluate(t config.Trigger, obs Trigger) (TriggerState, string) {
 	return TriggerWanted, "trigger labelled"
 }
 
-// InjectedValues returns the `autox` values key for a wanted trigger: its
-// identity and the values of its trigger labels only.
+// InjectedValues returns the `autox` values key for a wanted trigger (the
+// format's InjectedValues for trigger t, with the object's labels).
 func InjectedValues(t config.Trigger, labels map[string]string) map[string]interface{} {
-	l := make(map[string]interface{}, len(t.Labels))
-	for _, k := range t.Labels {
-		l[k] = labels[k]
-	}
-	return map[string]interface{}{
-		"trigger": map[string]interface{}{
-			"group": t.Group, "version": t.Version, "resource": t.Resource,
-			"name": t.Name, "namespace": t.Namespace, "labels": l,
-		},
-	}
+	return format.InjectedValues(format.TriggerRef{Group: t.Group, Version: t.Version, Resource: t.Resource, Name: t.Name, Namespace: t.Namespace},
+		t.Labels, labels)
 }
 
 // DesiredValues is the spec's values plus the injected `autox` key. The user's
@@ -55,6 +48,6 @@ func DesiredValues(rs *config.ReleaseSpec, t config.Trigger, labels map[string]s
 	for k, v := range rs.Values {
 		out[k] = v
 	}
-	out[config.InjectedValuesKey] = InjectedValues(t, labels)
+	out[format.InjectedValuesKey] = InjectedValues(t, labels)
 	return out
 }

@@ -1,4 +1,4 @@
-package decide
+package plan
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/internal/format"
 )
 
 var srcTrigger = config.Trigger{Group: "apps", Version: "v1", Resource: "deployments", Name: "web", Namespace: "ns", Labels: []string{"v"}}
@@ -120,8 +121,8 @@ func TestMergeWithoutSourcesIsDesiredValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := DesiredValues(rs, srcTrigger, map[string]string{"v": "2"})
-	d1, _ := Digest("c", "1", want)
-	d2, _ := Digest("c", "1", m.Values)
+	d1, _ := format.Digest("c", "1", want)
+	d2, _ := format.Digest("c", "1", m.Values)
 	if d1 != d2 {
 		t.Errorf("digest changed: %s vs %s", d1, d2)
 	}
@@ -214,12 +215,12 @@ func TestPlanValuesFromSecret(t *testing.T) {
 	if got := install.Hide.String("error: hunter22 rejected"); strings.Contains(got, "hunter22") {
 		t.Errorf("the Secret's value is not hidden: %q", got)
 	}
-	rel := with(deployed("a"), func(r *Release) { r.Values = install.Desired.Values })
-	res = Plan(sourcedObservation("hunter22", func(o *Observation) { o.Current = []*Release{rel, deployed("b")} }))
+	rel := with(deployed("a"), func(r *format.Release) { r.Values = install.Desired.Values })
+	res = Plan(sourcedObservation("hunter22", func(o *Observation) { o.Current = []*format.Release{rel, deployed("b")} }))
 	if s := res.Steps[0]; s.Action != ActionNone {
 		t.Errorf("same Secret content: %s %q", s.Action, s.Reason)
 	}
-	res = Plan(sourcedObservation("changed-pw", func(o *Observation) { o.Current = []*Release{rel, deployed("b")} }))
+	res = Plan(sourcedObservation("changed-pw", func(o *Observation) { o.Current = []*format.Release{rel, deployed("b")} }))
 	s := res.Steps[0]
 	if s.Action != ActionUpgrade || s.Reason != "values changed: .db.password (from Secret creds)" {
 		t.Errorf("changed Secret: %s %q", s.Action, s.Reason)
@@ -228,7 +229,7 @@ func TestPlanValuesFromSecret(t *testing.T) {
 		t.Errorf("new or old Secret value not hidden: %q", got)
 	}
 	// The digest is that of the merged values, as a quiet pass computes it.
-	d, _ := Digest("hello", "1.0.0", s.Desired.Values)
+	d, _ := format.Digest("hello", "1.0.0", s.Desired.Values)
 	if s.Desired.Digest != d || s.Desired.Values["db"].(map[string]interface{})["password"] != "changed-pw" {
 		t.Errorf("digest or values not of the merged values")
 	}
@@ -239,7 +240,7 @@ func TestPlanValuesFromSecret(t *testing.T) {
 // the reference, hiding what the Secret held.
 func TestPlanValuesSourceFails(t *testing.T) {
 	res := Plan(sourcedObservation("", func(o *Observation) {
-		o.Current = []*Release{deployed("a"), deployed("b")}
+		o.Current = []*format.Release{deployed("a"), deployed("b")}
 		src := &o.ReleaseSpecs["a"].Sources[0]
 		src.Found, src.Data = false, nil
 	}))
@@ -252,7 +253,7 @@ func TestPlanValuesSourceFails(t *testing.T) {
 	}
 	// A read error reported by the reader fails it the same way, redacted.
 	res = Plan(sourcedObservation("hunter22", func(o *Observation) {
-		o.Current = []*Release{deployed("a")}
+		o.Current = []*format.Release{deployed("a")}
 		ro := o.ReleaseSpecs["a"]
 		ro.Err = NewSourceError(ro.Sources[0].Ref, "ns", errors.New(`forbidden: "hunter22"`))
 		o.ReleaseSpecs["a"] = ro
@@ -273,7 +274,7 @@ func TestPlanValuesSourceFails(t *testing.T) {
 	// An unwanted trigger reads no source and uninstalls as ever.
 	res = Plan(sourcedObservation("", func(o *Observation) {
 		o.Trigger = Trigger{}
-		o.Current = []*Release{deployed("a")}
+		o.Current = []*format.Release{deployed("a")}
 		o.ReleaseSpecs["a"] = ReleaseSpecObservation{}
 	}))
 	if len(res.Failed) != 0 || res.Steps[0].Action != ActionUninstall {
@@ -294,24 +295,24 @@ func TestInSyncWithSources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	digest, _ := Digest("hello", "1.0.0", m.Values)
-	rec := []Record{{Name: "web-a", Namespace: "ns", Spec: "web", ReleaseSpec: "a", Revision: 2, Status: "deployed", Digest: digest, AutoxRevision: 2}}
+	digest, _ := format.Digest("hello", "1.0.0", m.Values)
+	rec := []format.Record{{Name: "web-a", Namespace: "ns", Spec: "web", ReleaseSpec: "a", Revision: 2, Status: "deployed", Digest: digest, AutoxRevision: 2}}
 	ids := map[string]ChartID{"a": {"hello", "1.0.0"}}
 	of := func(s []SourceValue, ok bool) SourcesOf {
 		return func(id string) ([]SourceValue, bool) { return s, ok && id == "a" }
 	}
-	if !InSync("web", spec, Object{}, labelled, rec, ids, of(read, true)) {
+	if !InSync("web", spec, format.Object{}, labelled, rec, ids, of(read, true)) {
 		t.Error("same sources: not in sync")
 	}
-	if InSync("web", spec, Object{}, labelled, rec, ids, of([]SourceValue{secret("creds", "values.yaml", "pw: two")}, true)) {
+	if InSync("web", spec, format.Object{}, labelled, rec, ids, of([]SourceValue{secret("creds", "values.yaml", "pw: two")}, true)) {
 		t.Error("changed Secret: in sync")
 	}
-	if InSync("web", spec, Object{}, labelled, rec, ids, of(read, false)) || InSync("web", spec, Object{}, labelled, rec, ids, nil) {
+	if InSync("web", spec, format.Object{}, labelled, rec, ids, of(read, false)) || InSync("web", spec, format.Object{}, labelled, rec, ids, nil) {
 		t.Error("unread sources: in sync")
 	}
 	gone := read[0]
 	gone.Found = false
-	if InSync("web", spec, Object{}, labelled, rec, ids, of([]SourceValue{gone}, true)) {
+	if InSync("web", spec, format.Object{}, labelled, rec, ids, of([]SourceValue{gone}, true)) {
 		t.Error("missing Secret: in sync")
 	}
 }

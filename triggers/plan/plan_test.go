@@ -1,4 +1,4 @@
-package decide
+package plan
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 
 	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/internal/format"
 )
 
 var planNow = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -30,11 +31,11 @@ func planSpec() *config.Spec {
 var labelled = Trigger{Found: true, Labels: map[string]string{"app.kubernetes.io/version": "2.0.0"}}
 
 // deployed is the release release spec id of planSpec makes for labelled.
-func deployed(id string) *Release {
+func deployed(id string) *format.Release {
 	spec := planSpec()
 	rs := spec.ReleaseSpecs[id]
 	chart := map[string][2]string{"a": {"hello", "1.0.0"}, "b": {"job", "0.1.0"}}[id]
-	return &Release{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "web", ReleaseSpec: id, Instance: "autox",
+	return &format.Release{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "web", ReleaseSpec: id, Instance: "autox",
 		Revision: 2, Status: release.StatusDeployed, ChartName: chart[0], ChartVersion: chart[1],
 		Values: DesiredValues(rs, spec.Trigger, labelled.Labels), Modified: planNow.Add(-time.Hour), LastDeployedRevision: 2}
 }
@@ -52,7 +53,7 @@ func observation(mut func(o *Observation)) Observation {
 	return o
 }
 
-func with(r *Release, mut func(r *Release)) *Release { mut(r); return r }
+func with(r *format.Release, mut func(r *format.Release)) *format.Release { mut(r); return r }
 
 // TestPlan decides one spec from observations alone: no cluster, no clock.
 func TestPlan(t *testing.T) {
@@ -65,56 +66,59 @@ func TestPlan(t *testing.T) {
 	}{
 		{"nothing installed yet", observation(nil),
 			[]want{{"install", "web-a", "trigger labelled, release not found"}, {"install", "web-b", "trigger labelled, release not found"}}, nil},
-		{"in sync", observation(func(o *Observation) { o.Current = []*Release{deployed("a"), deployed("b")} }),
+		{"in sync", observation(func(o *Observation) { o.Current = []*format.Release{deployed("a"), deployed("b")} }),
 			[]want{{"unchanged", "web-a", "chart and values match"}, {"unchanged", "web-b", "chart and values match"}}, nil},
 		{"new label value: upgrade, or reinstall for onChange reinstall", observation(func(o *Observation) {
-			o.Current = []*Release{deployed("a"), deployed("b")}
+			o.Current = []*format.Release{deployed("a"), deployed("b")}
 			o.Trigger = Trigger{Found: true, Labels: map[string]string{"app.kubernetes.io/version": "3.0.0"}}
 		}), []want{{"upgrade", "web-a", "values changed: .autox.trigger.labels.app.kubernetes.io/version"},
 			{"reinstall", "web-b", "values changed: .autox.trigger.labels.app.kubernetes.io/version"}}, nil},
 		{"chart version changed", observation(func(o *Observation) {
-			o.Current = []*Release{deployed("a"), deployed("b")}
+			o.Current = []*format.Release{deployed("a"), deployed("b")}
 			o.ReleaseSpecs["a"] = ReleaseSpecObservation{Chart: ChartID{"hello", "1.1.0"}}
 		}), []want{{"upgrade", "web-a", "chart hello 1.0.0 -> hello 1.1.0"}, {"unchanged", "web-b", "chart and values match"}}, nil},
-		{"trigger gone", observation(func(o *Observation) { o.Current = []*Release{deployed("a"), deployed("b")}; o.Trigger = Trigger{} }),
+		{"trigger gone", observation(func(o *Observation) {
+			o.Current = []*format.Release{deployed("a"), deployed("b")}
+			o.Trigger = Trigger{}
+		}),
 			[]want{{"uninstall", "web-a", "trigger not found"}, {"uninstall", "web-b", "trigger not found"}}, nil},
 		{"label gone, nothing installed", observation(func(o *Observation) { o.Trigger = Trigger{Found: true} }),
 			[]want{{"unchanged", "web-a", "release not found"}, {"unchanged", "web-b", "release not found"}}, nil},
-		{"label gone", observation(func(o *Observation) { o.Current = []*Release{deployed("a")}; o.Trigger = Trigger{Found: true} }),
+		{"label gone", observation(func(o *Observation) { o.Current = []*format.Release{deployed("a")}; o.Trigger = Trigger{Found: true} }),
 			[]want{{"uninstall", "web-a", "label app.kubernetes.io/version missing"}, {"unchanged", "web-b", "release not found"}}, nil},
-		{"spec removed", observation(func(o *Observation) { o.Config = nil; o.Current = []*Release{deployed("a"), deployed("b")} }),
+		{"spec removed", observation(func(o *Observation) { o.Config = nil; o.Current = []*format.Release{deployed("a"), deployed("b")} }),
 			[]want{{"uninstall", "web-a", "spec removed from config"}, {"uninstall", "web-b", "spec removed from config"}}, nil},
 		{"release spec removed, then the rest", observation(func(o *Observation) {
-			o.Current = []*Release{with(deployed("a"), func(r *Release) { r.ReleaseSpec, r.Name = "gone", "web-gone" }), deployed("a")}
+			o.Current = []*format.Release{with(deployed("a"), func(r *format.Release) { r.ReleaseSpec, r.Name = "gone", "web-gone" }), deployed("a")}
 		}), []want{{"uninstall", "web-gone", "release spec removed from config"}, {"unchanged", "web-a", "chart and values match"},
 			{"install", "web-b", "trigger labelled, release not found"}}, nil},
 		{"release spec moved to another namespace", observation(func(o *Observation) {
-			o.Current = []*Release{with(deployed("a"), func(r *Release) { r.Namespace = "old" })}
+			o.Current = []*format.Release{with(deployed("a"), func(r *format.Release) { r.Namespace = "old" })}
 		}), []want{{"uninstall", "web-a", "release spec now wants ns/web-a"}, {"install", "web-a", "trigger labelled, release not found"},
 			{"install", "web-b", "trigger labelled, release not found"}}, nil},
 		{"a foreign release of the wanted name", observation(func(o *Observation) {
-			o.ReleaseSpecs["a"] = ReleaseSpecObservation{Chart: ChartID{"hello", "1.0.0"}, Other: with(deployed("a"), func(r *Release) { r.Spec, r.ReleaseSpec, r.Instance = "", "", "" })}
+			o.ReleaseSpecs["a"] = ReleaseSpecObservation{Chart: ChartID{"hello", "1.0.0"}, Other: with(deployed("a"), func(r *format.Release) { r.Spec, r.ReleaseSpec, r.Instance = "", "", "" })}
 		}), []want{{"conflict", "web-a", "without autox labels"}, {"install", "web-b", "trigger labelled, release not found"}}, nil},
 		{"another instance's release of the wanted name", observation(func(o *Observation) {
-			o.ReleaseSpecs["a"] = ReleaseSpecObservation{Chart: ChartID{"hello", "1.0.0"}, Other: with(deployed("a"), func(r *Release) { r.Instance = "team-b" })}
+			o.ReleaseSpecs["a"] = ReleaseSpecObservation{Chart: ChartID{"hello", "1.0.0"}, Other: with(deployed("a"), func(r *format.Release) { r.Instance = "team-b" })}
 		}), []want{{"conflict", "web-a", `instance "team-b"`}, {"install", "web-b", "trigger labelled, release not found"}}, nil},
 		{"an unreadable namespace fails only its release spec", observation(func(o *Observation) {
 			o.Unread = map[string]error{"other": errors.New("forbidden")}
 		}), []want{{"install", "web-a", "trigger labelled, release not found"}}, []string{"b"}},
 		{"a removed spec with releases maybe in an unreadable namespace", observation(func(o *Observation) {
-			o.Config, o.Current, o.Unread = nil, []*Release{deployed("a")}, map[string]error{"other": errors.New("forbidden")}
+			o.Config, o.Current, o.Unread = nil, []*format.Release{deployed("a")}, map[string]error{"other": errors.New("forbidden")}
 		}), []want{{"uninstall", "web-a", "spec removed from config"}}, nil},
 		{"a chart that cannot be read fails its release spec only", observation(func(o *Observation) {
 			o.ReleaseSpecs["b"] = ReleaseSpecObservation{Err: errors.New("cannot load chart")}
 		}), []want{{"install", "web-a", "trigger labelled, release not found"}}, []string{"b"}},
 		{"a young pending upgrade waits", observation(func(o *Observation) {
-			o.Current = []*Release{with(deployed("a"), func(r *Release) { r.Status, r.Modified, r.Revision = release.StatusPendingUpgrade, planNow, 3 }), deployed("b")}
+			o.Current = []*format.Release{with(deployed("a"), func(r *format.Release) { r.Status, r.Modified, r.Revision = release.StatusPendingUpgrade, planNow, 3 }), deployed("b")}
 		}), []want{{"wait", "web-a", "pending-upgrade"}, {"unchanged", "web-b", "chart and values match"}}, nil},
 		{"a stale pending upgrade rolls back", observation(func(o *Observation) {
-			o.Current = []*Release{with(deployed("a"), func(r *Release) { r.Status, r.Revision = release.StatusPendingUpgrade, 3 }), deployed("b")}
+			o.Current = []*format.Release{with(deployed("a"), func(r *format.Release) { r.Status, r.Revision = release.StatusPendingUpgrade, 3 }), deployed("b")}
 		}), []want{{"rollback", "web-a", "left pending-upgrade"}, {"unchanged", "web-b", "chart and values match"}}, nil},
 		{"a failed release never deployed is reinstalled", observation(func(o *Observation) {
-			o.Current = []*Release{with(deployed("a"), func(r *Release) { r.Status, r.Revision, r.LastDeployedRevision = release.StatusFailed, 1, 0 }), deployed("b")}
+			o.Current = []*format.Release{with(deployed("a"), func(r *format.Release) { r.Status, r.Revision, r.LastDeployedRevision = release.StatusFailed, 1, 0 }), deployed("b")}
 		}), []want{{"reinstall", "web-a", "none was deployed"}, {"unchanged", "web-b", "chart and values match"}}, nil},
 	}
 	for _, tc := range cases {
@@ -148,7 +152,7 @@ func TestPlan(t *testing.T) {
 func TestPlanDesired(t *testing.T) {
 	res := Plan(observation(func(o *Observation) {
 		o.Trigger = Trigger{Found: true, Labels: map[string]string{"app.kubernetes.io/version": "3.0.0"}}
-		o.Current = []*Release{deployed("a")}
+		o.Current = []*format.Release{deployed("a")}
 	}))
 	up := res.Steps[0]
 	if up.Action != ActionUpgrade || up.Desired == nil || up.Desired.Revision != 3 || up.Revision != 2 {
@@ -159,7 +163,7 @@ func TestPlanDesired(t *testing.T) {
 	if d, _ := ValuesDiff(want, up.Desired.Values); d != "" {
 		t.Errorf("desired values differ at %s", d)
 	}
-	digest, _ := Digest("hello", "1.0.0", want)
+	digest, _ := format.Digest("hello", "1.0.0", want)
 	if up.Desired.Digest != digest {
 		t.Errorf("digest %s, want %s", up.Desired.Digest, digest)
 	}
@@ -177,7 +181,7 @@ func TestPlanDesired(t *testing.T) {
 func TestPlanHidesValues(t *testing.T) {
 	res := Plan(observation(func(o *Observation) {
 		o.ReleaseSpecs["a"] = ReleaseSpecObservation{Err: errors.New(`Invalid value: "s3cret-token"`)}
-		o.Current = []*Release{with(deployed("b"), func(r *Release) { r.DeployedValues = map[string]interface{}{"old": "older-s3cret"} })}
+		o.Current = []*format.Release{with(deployed("b"), func(r *format.Release) { r.DeployedValues = map[string]interface{}{"old": "older-s3cret"} })}
 	}))
 	if len(res.Failed) != 1 || strings.Contains(res.Failed[0].Err.Error(), "s3cret-token") || !strings.Contains(res.Failed[0].Err.Error(), "***") {
 		t.Fatalf("failure %+v", res.Failed)

@@ -1,4 +1,4 @@
-package decide
+package plan
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 
 	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/internal/format"
 )
 
 // TriggerState is what the live read of a trigger object found. A read error
@@ -151,7 +152,7 @@ type Want struct {
 // staleAfter is how old a pending release must be before it counts as left
 // behind by a dead process; its age is the time since its record was last
 // written, and an unknown time means it may still be worked on.
-func ClassifyRelease(rel *Release, owner Owner, want *Want, now time.Time, staleAfter time.Duration) (ReleaseState, string, error) {
+func ClassifyRelease(rel *format.Release, owner format.Owner, want *Want, now time.Time, staleAfter time.Duration) (ReleaseState, string, error) {
 	if rel == nil {
 		return ReleaseAbsent, "release not found", nil
 	}

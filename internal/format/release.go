@@ -1,4 +1,4 @@
-package decide
+package format
 
 import (
 	"time"
@@ -6,12 +6,15 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 )
 
-// DefaultInstance is the autox instance of a release with autox's labels but
-// no instance label (made before instances existed).
-const DefaultInstance = "autox"
+// Owner is who a release belongs to: an instance's release spec of a spec,
+// and for a selector spec the object it serves.
+type Owner struct {
+	Spec, ReleaseSpec, Instance string
+	Object                      Object
+}
 
 // Release is one release as Helm's records describe it: its newest revision,
-// and what earlier revisions tell.
+// and what earlier revisions tell. helmops reads it; the plan decides from it.
 type Release struct {
 	Name      string
 	Namespace string
@@ -20,7 +23,7 @@ type Release struct {
 	Spec        string
 	ReleaseSpec string
 	// Instance is the autox instance label; DefaultInstance for an autox
-	// release without one, "" for a release that is not autox's (see Managed).
+	// release without one, "" for a release that is not autox's (InstanceOf).
 	Instance string
 	// ObjectNamespace and ObjectName are the object labels of a selector
 	// spec's release (see ObjectLabel), both "" for a named spec's.
@@ -57,22 +60,36 @@ type Release struct {
 // release with only one of them was not made by autox.
 func (r *Release) Managed() bool { return r.Spec != "" && r.ReleaseSpec != "" }
 
-// Owner is who a release belongs to: an instance's release spec of a spec,
-// and for a selector spec the object it serves.
-type Owner struct {
-	Spec, ReleaseSpec, Instance string
-	Object                      Object
-}
+// OwnedBy reports whether the release is autox's and belongs to that instance.
+func (r *Release) OwnedBy(instance string) bool { return r.Managed() && r.Instance == instance }
 
-// OwnerOf is the owner a release's labels name; its object is as labelled
+// Owner is the owner the release's labels name; its object is as labelled
 // (a long name in its hashed form).
-func OwnerOf(r *Release) Owner {
+func (r *Release) Owner() Owner {
 	return Owner{Spec: r.Spec, ReleaseSpec: r.ReleaseSpec, Instance: r.Instance,
 		Object: Object{Namespace: r.ObjectNamespace, Name: r.ObjectName}}
 }
 
-// OwnedBy reports whether the release is autox's and belongs to that instance.
-func (r *Release) OwnedBy(instance string) bool { return r.Managed() && r.Instance == instance }
+// LabelledObject is the object the release's labels name, as labelled
+// (zero for a named spec's release).
+func (r *Release) LabelledObject() Object {
+	return Object{Namespace: r.ObjectNamespace, Name: r.ObjectName}
+}
+
+// TriggerObject is the object a selector spec's release serves (zero for a
+// named spec's): from its object labels, and for a long name, whose label
+// holds only a prefix and a hash, the whole name from the `autox.trigger`
+// values autox injected, if it gives that label.
+func (r *Release) TriggerObject() Object {
+	o := r.LabelledObject()
+	if o.IsZero() || ObjectLabelIsName(r.ObjectName) {
+		return o
+	}
+	if name := InjectedTriggerName(r.Values); name != "" && ObjectLabel(name) == r.ObjectName {
+		o.Name = name
+	}
+	return o
+}
 
 // Record is an autox release as its storage records' labels describe it,
 // without decoding the release itself: what a quiet pass reads.
@@ -93,19 +110,7 @@ type Record struct {
 	AutoxRevision int
 }
 
-// TriggerObject is the object a selector spec's release serves (zero for a
-// named spec's): from its object labels, and for a long name, whose label
-// holds only a prefix and a hash, the whole name from the `autox.trigger`
-// values autox injected, if it gives that label.
-func (r *Release) TriggerObject() Object {
-	o := Object{Namespace: r.ObjectNamespace, Name: r.ObjectName}
-	if o.IsZero() || ObjectLabelIsName(r.ObjectName) {
-		return o
-	}
-	trig, _ := r.Values["autox"].(map[string]interface{})
-	trig, _ = trig["trigger"].(map[string]interface{})
-	if name, _ := trig["name"].(string); name != "" && ObjectLabel(name) == r.ObjectName {
-		o.Name = name
-	}
-	return o
+// LabelledObject is the object the record's labels name, as labelled.
+func (r Record) LabelledObject() Object {
+	return Object{Namespace: r.ObjectNamespace, Name: r.ObjectName}
 }

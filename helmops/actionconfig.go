@@ -1,0 +1,187 @@
+package helmops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/kube"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/discovery"
+
+	"github.com/autox-dev/autox/internal/redact"
+)
+
+// capabilitiesTTL bounds how stale the cluster's API list may be for chart
+// rendering (.Capabilities) and resource mapping: a CRD installed meanwhile
+// is seen within this time, or at once after an operation failed.
+const capabilitiesTTL = 5 * time.Minute
+
+// capabilities returns the cluster's version and API list, shared by all
+// operations. Helm computes them per action.Configuration and invalidates
+// discovery each time, which costs dozens of requests per release.
+func (m *Manager) capabilities() (*chartutil.Capabilities, error) {
+	m.capsMu.Lock()
+	defer m.capsMu.Unlock()
+	if m.caps != nil && time.Since(m.capsAt) < capabilitiesTTL {
+		return m.copyCaps(), nil
+	}
+	if err := m.discovery.init(); err != nil {
+		return nil, err
+	}
+	m.discovery.disc.Invalidate()
+	v, err := m.discovery.disc.ServerVersion()
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the Kubernetes version: %w", err)
+	}
+	apis, err := action.GetVersionSet(m.discovery.disc)
+	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
+		return nil, fmt.Errorf("cannot list the cluster's API versions: %w", err)
+	}
+	m.caps = &chartutil.Capabilities{
+		APIVersions: apis,
+		KubeVersion: chartutil.KubeVersion{Version: v.GitVersion, Major: v.Major, Minor: v.Minor},
+		HelmVersion: chartutil.DefaultCapabilities.HelmVersion,
+	}
+	m.capsAt = time.Now()
+	return m.copyCaps(), nil
+}
+
+func (m *Manager) copyCaps() *chartutil.Capabilities {
+	c := *m.caps
+	c.APIVersions = append(chartutil.VersionSet(nil), m.caps.APIVersions...)
+	return &c
+}
+
+// forgetCapabilities makes the next operation read discovery anew; called
+// after a failed operation, which may have failed on a CRD not yet known.
+func (m *Manager) forgetCapabilities() {
+	m.capsMu.Lock()
+	m.caps = nil
+	m.capsMu.Unlock()
+}
+
+// storage returns the release record driver for one namespace. Drivers hold
+// no state beyond the client, so a new one per call is cheap and never shared
+// between concurrent operations. Their log lines name records, not values.
+func (m *Manager) storage(namespace string) driver.Driver {
+	if m.opts.StorageDriver == DriverConfigMap {
+		d := driver.NewConfigMaps(m.clientset.CoreV1().ConfigMaps(namespace))
+		d.Log = m.debugLog(namespace, nil)
+		return d
+	}
+	d := driver.NewSecrets(m.clientset.CoreV1().Secrets(namespace))
+	d.Log = m.debugLog(namespace, nil)
+	return d
+}
+
+// actionConfig returns a fresh action.Configuration for one operation: Helm's
+// actions write to fields of it (e.g. the storage's MaxHistory), so sharing
+// one between concurrent operations would race. Its log lines go through
+// hide: Helm's debug lines quote manifests and API errors.
+func (m *Manager) actionConfig(namespace string, hide *redact.Redactor) (*action.Configuration, error) {
+	cfg := &action.Configuration{}
+	getter := &restGetter{shared: m.discovery, namespace: namespace}
+	if err := cfg.Init(getter, namespace, m.opts.StorageDriver, m.debugLog(namespace, hide)); err != nil {
+		return nil, fmt.Errorf("cannot set up Helm for namespace %s: %w", namespace, err)
+	}
+	caps, err := m.capabilities()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Capabilities = caps
+	if kc, ok := cfg.KubeClient.(*kube.Client); ok {
+		cfg.KubeClient = reachable{kc}
+	}
+	if m.opts.StorageDriver == DriverSecret {
+		cfg.Releases.Driver = newSecretRecords(m.clientset.CoreV1().Secrets(namespace), m.debugLog(namespace, hide))
+	}
+	return cfg, nil
+}
+
+// reachable is Helm's kube client without its reachability check: before
+// every install and upgrade Helm asks the API server for its version only to
+// learn that it answers, one request per release in series with the rest.
+// The capabilities shared by all operations were read from that server, and
+// an unreachable one fails the operation's next request instead, before any
+// write. Embedding the *kube.Client keeps every optional interface Helm
+// checks for (deletion propagation, waits, logs).
+type reachable struct{ *kube.Client }
+
+func (reachable) IsReachable() error { return nil }
+
+func (m *Manager) debugLog(namespace string, hide *redact.Redactor) action.DebugLog {
+	l := m.opts.Log.With().Str("namespace", namespace).Str("component", "helm").Logger()
+	return func(format string, v ...interface{}) {
+		ev := l.Debug()
+		if !ev.Enabled() {
+			return // neither format nor redact a line nobody reads
+		}
+		ev.Msg(hide.String(fmt.Sprintf(format, withoutRecords(v)...)))
+	}
+}
+
+// withoutRecords replaces storage record objects among log arguments by their
+// names: the drivers log a record they cannot decode whole, and its data is
+// the encoded release, values included.
+func withoutRecords(args []interface{}) []interface{} {
+	out := make([]interface{}, len(args))
+	for i, a := range args {
+		switch o := a.(type) {
+		case corev1.Secret:
+			out[i] = "Secret " + o.Name
+		case *corev1.Secret:
+			out[i] = "Secret " + o.Name
+		case corev1.ConfigMap:
+			out[i] = "ConfigMap " + o.Name
+		case *corev1.ConfigMap:
+			out[i] = "ConfigMap " + o.Name
+		default:
+			out[i] = a
+		}
+	}
+	return out
+}
+
+// skipClientValidation turns off Helm's client-side OpenAPI check. Against
+// any API server that supports server-side field validation (every supported
+// Kubernetes), Helm skips that check anyway after asking the server's OpenAPI
+// document whether it may; the asking alone fetched and parsed the document
+// on every operation and was most of autox's CPU time during convergence.
+// What is applied, and what the server accepts, is the same either way.
+const skipClientValidation = true
+
+// notStarted says that an operation was not started because ctx had ended:
+// the caller is stopping, and the operation's writes would outlive it.
+func notStarted(ctx context.Context, operation, namespace, name string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s of release %s/%s not started: %w", operation, namespace, name, err)
+	}
+	return nil
+}
+
+// errLeftRunning marks the error of an operation that untilDone stopped
+// waiting for.
+var errLeftRunning = errors.New("stopped waiting; Helm goes on in the background until it ends, bounded by the Helm timeout")
+
+// untilDone runs op, a Helm call that takes no context, in a goroutine and
+// returns its error, or errLeftRunning with ctx's error as soon as ctx ends.
+// m.background counts the goroutines still running.
+func (m *Manager) untilDone(ctx context.Context, op func() error) error {
+	done := make(chan error, 1)
+	m.background.Add(1)
+	go func() {
+		defer m.background.Done()
+		done <- op()
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", errLeftRunning, ctx.Err())
+	}
+}

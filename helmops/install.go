@@ -1,0 +1,107 @@
+package helmops
+
+import (
+	"context"
+	"fmt"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+
+	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/internal/redact"
+)
+
+// Desired is one release as a release spec wants it.
+type Desired struct {
+	Spec        string
+	ReleaseSpec string
+	// Object is the selector spec's object the release serves; zero for a named spec.
+	Object    format.Object
+	Name      string
+	Namespace string
+	// Chart must be freshly loaded for this operation (see ChartSource).
+	Chart  *chart.Chart
+	Values map[string]interface{}
+	// Digest identifies chart and values for the metadata fast path; "" for none.
+	Digest string
+	// Revision is the revision an upgrade will create (the current one + 1).
+	Revision int
+	// Redact hides secrets in the operation's errors and Helm's debug lines;
+	// nil hides nothing. The caller makes it from these Values and the
+	// running release's, since an error may quote either.
+	Redact *redact.Redactor
+}
+
+// newInstall returns Helm's install action for d, shared by Install and the
+// dry run of Reinstall so that what is validated is what is installed.
+func (m *Manager) newInstall(d Desired) (*action.Install, *action.Configuration, error) {
+	cfg, err := m.actionConfig(d.Namespace, d.Redact)
+	if err != nil {
+		return nil, nil, err
+	}
+	in := action.NewInstall(cfg)
+	in.ReleaseName = d.Name
+	in.Namespace = d.Namespace
+	in.Labels = m.releaseLabels(d, 1)
+	in.Timeout = m.opts.Timeout
+	in.DisableOpenAPIValidation = skipClientValidation
+	return in, cfg, nil
+}
+
+// Install installs a new release and returns its revision. Nothing is
+// started when ctx has already ended; when ctx ends during the install it
+// returns at once and the install goes on in the background (see untilDone).
+// Helm's own RunWithContext is not used: on cancellation it marks the
+// release failed while its install goroutine still reads that release — a
+// data race inside Helm — and writes that record during a stop.
+func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
+	if err := notStarted(ctx, "install", d.Namespace, d.Name); err != nil {
+		return 0, err
+	}
+	in, cfg, err := m.newInstall(d)
+	if err != nil {
+		return 0, err
+	}
+	cfg.Releases.Driver = &seenFree{Driver: cfg.Releases.Driver, name: d.Name}
+	var rel *release.Release
+	err = m.untilDone(ctx, func() (err error) {
+		rel, err = in.Run(d.Chart, d.Values)
+		return err
+	})
+	if err != nil {
+		m.forgetCapabilities()
+		return 0, fmt.Errorf("cannot install release %s/%s: %w", d.Namespace, d.Name, d.Redact.Error(err))
+	}
+	return rel.Version, nil
+}
+
+// seenFree is the storage driver of an install, which its caller decided
+// from records showing no release of that name (a reconcile's reads just
+// before, or Reinstall's uninstall, which waits until they are gone). Helm
+// reads the name's history once more before it writes, a LIST per install
+// whose cost grows with the records of the namespace: seenFree answers that
+// one query with "none". It stays safe when someone installs the name in
+// between: Helm's first write creates the record of revision 1, which the
+// API server refuses when it exists, so the install fails writing nothing.
+type seenFree struct {
+	driver.Driver
+	name    string
+	checked bool
+}
+
+func (s *seenFree) Query(labels map[string]string) ([]*release.Release, error) {
+	if !s.checked && len(labels) == 2 && labels["name"] == s.name && labels["owner"] == "helm" {
+		s.checked = true
+		return nil, driver.ErrReleaseNotFound
+	}
+	return s.Driver.Query(labels)
+}
+
+// releaseLabels are the Helm release labels an operation of m writes for d
+// (the release format's ReleaseLabels, with m's instance).
+func (m *Manager) releaseLabels(d Desired, revision int) map[string]string {
+	return format.ReleaseLabels(format.Owner{Spec: d.Spec, ReleaseSpec: d.ReleaseSpec, Instance: m.opts.Instance, Object: d.Object},
+		d.Digest, revision)
+}

@@ -1,0 +1,105 @@
+package helmops
+
+import (
+	"context"
+	"fmt"
+
+	"helm.sh/helm/v3/pkg/release"
+
+	"github.com/autox-dev/autox/internal/format"
+)
+
+// SpecReleases returns this instance's releases of one spec in the given
+// namespaces: those whose newest revision (the highest of all the release's
+// records, labelled or not) carries both autox labels, format.LabelSpec=spec and
+// this instance. A release whose newest revision someone wrote without them
+// is not returned, whatever its older revisions say: it is no longer ours,
+// and Lookup shows whose it is. Every namespace is read; when some cannot be,
+// the others' releases are returned with a *NamespacesError.
+func (m *Manager) SpecReleases(ctx context.Context, namespaces []string, spec string) ([]*format.Release, error) {
+	return m.specReleases(ctx, namespaces, map[string]string{format.LabelSpec: spec})
+}
+
+// ObjectReleases is SpecReleases narrowed to the releases a selector spec
+// made for one object: those whose newest revision names it in its object
+// labels. A reconcile of one object reads no other object's releases.
+func (m *Manager) ObjectReleases(ctx context.Context, namespaces []string, spec string, obj format.Object) ([]*format.Release, error) {
+	return m.specReleases(ctx, namespaces, map[string]string{format.LabelSpec: spec,
+		format.LabelObjectNamespace: obj.Namespace, format.LabelObject: format.ObjectLabel(obj.Name)})
+}
+
+func (m *Manager) specReleases(ctx context.Context, namespaces []string, match map[string]string) ([]*format.Release, error) {
+	return eachNamespace(ctx, namespaces, func(ns string) ([]*format.Release, error) {
+		// The drivers' Query matches label equality only; the release-spec
+		// label and the instance are checked on the newest revision.
+		q := make(map[string]string, len(match)+1)
+		for k, v := range match {
+			q[k] = v
+		}
+		groups, err := m.query(ns, q)
+		if err != nil {
+			return nil, err
+		}
+		if groups, err = m.newestOnly(ctx, ns, groups); err != nil {
+			return nil, err
+		}
+		return m.releases(ctx, ns, groups, m.owned), nil
+	})
+}
+
+func (m *Manager) owned(r *format.Release) bool { return r.OwnedBy(m.opts.Instance) }
+
+// NamesInUse reports which of names have release records in namespace,
+// whoever made them, from one metadata LIST. A name without any is free as
+// of the read; a release someone makes under it afterwards still fails
+// autox's install, whose first write creates revision 1's record only if
+// none exists.
+func (m *Manager) NamesInUse(ctx context.Context, namespace string, names []string) (map[string]bool, error) {
+	if len(names) == 0 {
+		return map[string]bool{}, nil
+	}
+	versions, err := m.recordVersions(ctx, namespace, names)
+	if err != nil {
+		return nil, fmt.Errorf("cannot tell which of releases %v exist in %s: %w", names, namespace, err)
+	}
+	out := make(map[string]bool, len(versions))
+	for name := range versions {
+		out[name] = true
+	}
+	return out, nil
+}
+
+// Lookup returns the release of that name in namespace, or nil: autox's or
+// not, of any instance. Whether it may be touched is the caller's decision.
+func (m *Manager) Lookup(ctx context.Context, namespace, name string) (*format.Release, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	groups, err := m.query(namespace, map[string]string{"name": name})
+	if err != nil {
+		return nil, fmt.Errorf("cannot look up release %s/%s: %w", namespace, name, err)
+	}
+	rels := m.releases(ctx, namespace, groups, func(*format.Release) bool { return true })
+	if len(rels) == 0 {
+		return nil, nil
+	}
+	return rels[0], nil
+}
+
+// ManagedReleases decodes this instance's releases in the given namespaces
+// (for `autox list`; the control loop uses the cheaper Inventory and
+// SpecReleases): every release record is read, and a release is this
+// instance's when its newest revision is, as for SpecReleases. Like
+// SpecReleases, it reads every namespace and returns a *NamespacesError with
+// the releases of the readable ones.
+func (m *Manager) ManagedReleases(ctx context.Context, namespaces []string) ([]*format.Release, error) {
+	return eachNamespace(ctx, namespaces, func(ns string) ([]*format.Release, error) {
+		// All records, not only autox-labelled ones: a release's newest
+		// revision decides whose it is, labelled or not.
+		recs, err := m.storage(ns).List(func(*release.Release) bool { return true })
+		if err != nil {
+			return nil, fmt.Errorf("cannot list releases: %w", err)
+		}
+		return m.releases(ctx, ns, byName(recs), m.owned), nil
+	})
+}

@@ -1,0 +1,114 @@
+package helmops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/kube"
+	"helm.sh/helm/v3/pkg/release"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/cli-runtime/pkg/resource"
+)
+
+// Reinstall replaces a release by uninstalling it and installing it anew
+// (onChange: reinstall, and a release that never reached deployed) and
+// returns the new revision (1). A release that cannot be replaced is never
+// removed (DESIGN §3): the new release is first rendered and validated
+// without writing anything (dryRunInstall), and only then is the old one
+// uninstalled. The install starts only once the old release's objects are
+// gone from the API server (see uninstall), so that it does not fail on, or
+// adopt, an object still being deleted (a finalizer holds it).
+//
+// Nothing is started when ctx has already ended, or ends during the dry run.
+// The pair runs on ctx alone, with no deadline of its own: Helm bounds each
+// of its phases by the Helm timeout, and returning early while Helm's
+// goroutine goes on would let the next reconcile of the release start beside
+// it — two writers in one process. autox cancels ctx only when a stop has
+// waited --shutdown-timeout or the leadership term has ended (its writes are
+// then refused anyway); a release left uninstalled then is installed by the
+// next leader, like any absent release.
+func (m *Manager) Reinstall(ctx context.Context, d Desired) (int, error) {
+	if err := notStarted(ctx, "reinstall", d.Namespace, d.Name); err != nil {
+		return 0, err
+	}
+	if err := m.dryRunInstall(ctx, d); err != nil {
+		if err := notStarted(ctx, "reinstall", d.Namespace, d.Name); err != nil {
+			return 0, err // cut off during the dry run, which writes nothing
+		}
+		return 0, fmt.Errorf("cannot reinstall release %s/%s: the new release does not render or validate; the running release is kept: %w", d.Namespace, d.Name, err)
+	}
+	if err := notStarted(ctx, "reinstall", d.Namespace, d.Name); err != nil {
+		return 0, err
+	}
+	if err := m.uninstall(ctx, d.Namespace, d.Name, d.Redact, true); err != nil {
+		return 0, fmt.Errorf("cannot reinstall release %s/%s: the new release was not installed: %w", d.Namespace, d.Name, err)
+	}
+	return m.Install(ctx, d)
+}
+
+// dryRunInstall checks that d would install, writing nothing. Helm's install
+// dry run (server mode, so that templates' lookup sees the cluster as in the
+// real install) renders the chart and checks the values schema, does not
+// refuse the name the running release holds, builds the objects against the
+// cluster's REST mapping (an unknown kind fails), refuses objects another
+// release owns, and writes no record. It does not ask the API server about
+// the objects, which then refuses a bad field value only after the old
+// release is gone; so every object, and every install hook, is also sent as a
+// server-side dry-run create. An object of the running release answers
+// AlreadyExists, which the API server checks only after validating it.
+func (m *Manager) dryRunInstall(ctx context.Context, d Desired) error {
+	in, cfg, err := m.newInstall(d)
+	if err != nil {
+		return err
+	}
+	in.DryRun = true
+	in.DryRunOption = "server"
+	rel, err := in.RunWithContext(ctx, d.Chart, d.Values)
+	if err == nil {
+		err = dryRunCreate(ctx, cfg.KubeClient, installManifest(rel))
+	}
+	if err != nil {
+		m.forgetCapabilities()
+		return d.Redact.Error(err)
+	}
+	return nil
+}
+
+// installManifest is what an install of rel creates: its manifest and its
+// install hooks (not, e.g., its test hooks, which only `helm test` creates).
+func installManifest(rel *release.Release) string {
+	var b strings.Builder
+	b.WriteString(rel.Manifest)
+	for _, h := range rel.Hooks {
+		for _, e := range h.Events {
+			if e == release.HookPreInstall || e == release.HookPostInstall {
+				b.WriteString("\n---\n")
+				b.WriteString(h.Manifest)
+				break
+			}
+		}
+	}
+	return b.String()
+}
+
+// dryRunCreate sends each object of manifest to the API server as a dry-run
+// create and returns every refusal but AlreadyExists.
+func dryRunCreate(ctx context.Context, kc kube.Interface, manifest string) error {
+	objects, err := kc.Build(strings.NewReader(manifest), false)
+	if err != nil {
+		return fmt.Errorf("cannot build the release's objects: %w", err)
+	}
+	var errs []error
+	for _, info := range objects {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		_, err := resource.NewHelper(info.Client, info.Mapping).DryRun(true).Create(info.Namespace, true, info.Object)
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			errs = append(errs, fmt.Errorf("the API server refuses %s: %w", info.ObjectName(), err))
+		}
+	}
+	return errors.Join(errs...)
+}

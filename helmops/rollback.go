@@ -1,0 +1,39 @@
+package helmops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"helm.sh/helm/v3/pkg/action"
+
+	"github.com/autox-dev/autox/internal/redact"
+)
+
+// Rollback rolls a release back to revision toRevision. Helm copies that
+// revision's release labels, so the instance and autox labels it carried
+// stay. hide redacts as for Uninstall; the caller makes it from the values of
+// the current and of the target revision. Like Helm's uninstall, Helm's
+// rollback takes no context and may wait on hooks: Rollback returns when ctx
+// ends and the rollback goes on in the background, as for Uninstall.
+func (m *Manager) Rollback(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor) error {
+	if err := notStarted(ctx, "rollback", namespace, name); err != nil {
+		return err
+	}
+	cfg, err := m.actionConfig(namespace, hide)
+	if err != nil {
+		return err
+	}
+	rb := action.NewRollback(cfg)
+	rb.Version = toRevision
+	rb.MaxHistory = m.opts.MaxHistory
+	rb.Timeout = m.opts.Timeout
+	err = m.untilDone(ctx, func() error { return rb.Run(name) })
+	if errors.Is(err, errLeftRunning) {
+		return fmt.Errorf("rollback of release %s/%s to revision %d: %w", namespace, name, toRevision, err)
+	}
+	if err != nil {
+		return fmt.Errorf("cannot roll back release %s/%s to revision %d: %w", namespace, name, toRevision, hide.Error(err))
+	}
+	return nil
+}

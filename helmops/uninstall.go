@@ -1,0 +1,59 @@
+package helmops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/autox-dev/autox/internal/redact"
+)
+
+// Uninstall removes a release and its history. A release already gone is not
+// an error. hide redacts the error and Helm's debug lines (nil hides
+// nothing): deleting a release's objects can fail with messages that quote
+// them, so the caller passes a Redactor made from the release's values.
+//
+// Helm's uninstall takes no context and may wait on pre- and post-delete
+// hooks up to the Helm timeout, so it runs in a goroutine, and Uninstall
+// returns the context's error when ctx ends first: the uninstall goes on in
+// the background until Helm ends it, bounded by the Helm timeout, as Helm
+// itself lets an install go on after its context. Nothing is started when
+// ctx has already ended. The write fence of autox's leadership term (DESIGN
+// §5) refuses the background writes once the term has ended.
+func (m *Manager) Uninstall(ctx context.Context, namespace, name string, hide *redact.Redactor) error {
+	return m.uninstall(ctx, namespace, name, hide, false)
+}
+
+// uninstall is Uninstall; with wait it also waits, bounded by the Helm
+// timeout, until the deleted objects are gone from the API server. Deletion
+// propagates in the background: the objects themselves go at once (unless a
+// finalizer holds them), their dependents after them, which is all a new
+// install of the same objects needs. Foreground deletion would wait on the
+// garbage collector for every dependent, and where none runs, for ever.
+func (m *Manager) uninstall(ctx context.Context, namespace, name string, hide *redact.Redactor, wait bool) error {
+	if err := notStarted(ctx, "uninstall", namespace, name); err != nil {
+		return err
+	}
+	cfg, err := m.actionConfig(namespace, hide)
+	if err != nil {
+		return err
+	}
+	un := action.NewUninstall(cfg)
+	un.Timeout = m.opts.Timeout
+	if wait {
+		un.Wait = true
+		un.DeletionPropagation = string(metav1.DeletePropagationBackground)
+	}
+	err = m.untilDone(ctx, func() error { _, err := un.Run(name); return err })
+	switch {
+	case err == nil, errors.Is(err, driver.ErrReleaseNotFound):
+		return nil
+	case errors.Is(err, errLeftRunning):
+		return fmt.Errorf("uninstall of release %s/%s: %w", namespace, name, err)
+	}
+	return fmt.Errorf("cannot uninstall release %s/%s: %w", namespace, name, hide.Error(err))
+}

@@ -1,0 +1,40 @@
+package helmops
+
+import (
+	"context"
+	"fmt"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/release"
+)
+
+// Upgrade upgrades a release to exactly d's chart and values (ResetValues:
+// nothing of the previous revision's values survives) and returns the
+// revision. Nothing is started when ctx has already ended; when ctx ends
+// during the upgrade it returns at once, as Install does.
+func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
+	if err := notStarted(ctx, "upgrade", d.Namespace, d.Name); err != nil {
+		return 0, err
+	}
+	cfg, err := m.actionConfig(d.Namespace, d.Redact)
+	if err != nil {
+		return 0, err
+	}
+	up := action.NewUpgrade(cfg)
+	up.Namespace = d.Namespace
+	up.Labels = m.releaseLabels(d, d.Revision)
+	up.ResetValues = true
+	up.MaxHistory = m.opts.MaxHistory
+	up.Timeout = m.opts.Timeout
+	up.DisableOpenAPIValidation = skipClientValidation
+	var rel *release.Release
+	err = m.untilDone(ctx, func() (err error) {
+		rel, err = up.Run(d.Name, d.Chart, d.Values)
+		return err
+	})
+	if err != nil {
+		m.forgetCapabilities()
+		return 0, fmt.Errorf("cannot upgrade release %s/%s: %w", d.Namespace, d.Name, d.Redact.Error(err))
+	}
+	return rel.Version, nil
+}
