@@ -374,11 +374,11 @@ func (c *Controller) runPass(ctx context.Context) {
 // their Event) and then left alone: nothing can change for them until an
 // event or a new config says otherwise. A listing that failed queues the
 // spec's sweep, which reports it and retries; it removes nothing.
-func (c *Controller) passSelector(ctx context.Context, cfg *config.Config, claims *plan.ClaimIndex, sources *sourceCache, name string, observed map[informerKey]map[string]plan.Trigger,
+func (c *Controller) passSelector(ctx context.Context, cfg *config.Config, claims *plan.ClaimIndex, sources *sourceCache, name string, observed map[informerKey]map[string]plan.TriggerRead,
 	recs []format.Record, unread map[string]bool, add func(string)) {
 	spec := cfg.Specs[name]
 	t := spec.Trigger
-	listed := map[format.Object]plan.Trigger{}
+	listed := map[format.Object]plan.TriggerRead{}
 	for _, k := range keysFor(cfg, t) {
 		objs, ok := observed[k]
 		if !ok {
@@ -542,8 +542,8 @@ func (b *Backoff) waiting(name string, now time.Time) bool {
 // listTriggers makes one live LIST per (resource, namespace, selector) the
 // config's triggers use. A failed LIST leaves its key out: its specs then get the full
 // reconcile, whose live GET reports the error and changes nothing.
-func (c *Controller) listTriggers(ctx context.Context, cfg *config.Config) map[informerKey]map[string]plan.Trigger {
-	out := map[informerKey]map[string]plan.Trigger{}
+func (c *Controller) listTriggers(ctx context.Context, cfg *config.Config) map[informerKey]map[string]plan.TriggerRead {
+	out := map[informerKey]map[string]plan.TriggerRead{}
 	failed := map[informerKey]bool{}
 	for _, spec := range cfg.Specs {
 		for _, k := range keysFor(cfg, spec.Trigger) {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -217,7 +218,7 @@ type liveRead struct {
 	err            error
 }
 
-func (l *liveReads) Get(ctx context.Context, t config.Trigger) (Observation, error) {
+func (l *liveReads) Get(ctx context.Context, t config.Trigger) (plan.TriggerRead, *corev1.ObjectReference, error) {
 	var mine []*liveRead
 	for name, spec := range l.config().Specs {
 		if keyOf(spec.Trigger) == keyOf(t) {
@@ -228,13 +229,13 @@ func (l *liveReads) Get(ctx context.Context, t config.Trigger) (Observation, err
 			mine = append(mine, r)
 		}
 	}
-	obs, err := l.Triggers.Get(ctx, t)
+	obs, ref, err := l.Triggers.Get(ctx, t)
 	l.mu.Lock()
 	for _, r := range mine {
 		r.done, r.err = true, err
 	}
 	l.mu.Unlock()
-	return obs, err
+	return obs, ref, err
 }
 
 // of returns copies of the reads of spec's trigger so far.
@@ -504,7 +505,7 @@ func TestTriggerReadErrorsChangeNothing(t *testing.T) {
 		}
 	}
 
-	_, err := TriggerReader{Client: metadata.NewForConfigOrDie(cluster.Config)}.Get(context.Background(),
+	_, _, err := TriggerReader{Client: metadata.NewForConfigOrDie(cluster.Config)}.Get(context.Background(),
 		config.Trigger{Group: "example.com", Version: "v1", Resource: "widgets", Name: "web", Namespace: h.ns})
 	if err == nil {
 		t.Fatal("reading an unserved resource must be an error, not NotFound")

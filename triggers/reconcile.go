@@ -39,8 +39,8 @@ type Helm interface {
 // object of a (resource, namespace) for a pass. TriggerReader is the one
 // implementation.
 type Triggers interface {
-	Get(ctx context.Context, t config.Trigger) (Observation, error)
-	List(ctx context.Context, k informerKey) (map[string]plan.Trigger, error)
+	Get(ctx context.Context, t config.Trigger) (plan.TriggerRead, *corev1.ObjectReference, error)
+	List(ctx context.Context, k informerKey) (map[string]plan.TriggerRead, error)
 }
 
 // ReconcilerOptions is everything a Reconciler needs.
@@ -160,11 +160,9 @@ func (r *Reconciler) observe(ctx context.Context, cfg *config.Config, specName s
 	if !o.OutOfScope {
 		// An object out of scope is decided from the config alone: its
 		// namespace may no longer be readable at all.
-		trig, err := r.opts.Triggers.Get(ctx, spec.Trigger)
-		if err != nil {
+		if o.Trigger, o.ref, err = r.opts.Triggers.Get(ctx, spec.Trigger); err != nil {
 			return nil, err
 		}
-		o.Trigger, o.ref = trig.Trigger, trig.Ref
 	}
 	t := spec.Trigger
 	if o.Trigger.Found {
@@ -268,20 +266,20 @@ func (r *Reconciler) observeReleaseSpec(ctx context.Context, o *observed, id str
 	return ro
 }
 
-// Plan observes one queue key and decides, changing nothing: a spec, or
+// DryRun observes one queue key and decides, changing nothing: a spec, or
 // one object of a selector spec; for a selector spec's own key, every
 // object it lists or has releases for. Steps come in the order they are
 // applied. An error returned with steps is the failure of some release specs
 // only; an error without steps means nothing could be decided (e.g. the
 // trigger read failed).
-func (r *Reconciler) Plan(ctx context.Context, key string) ([]plan.Step, error) {
-	return r.plan(ctx, r.opts.State.Config(), key)
+func (r *Reconciler) DryRun(ctx context.Context, key string) ([]plan.Step, error) {
+	return r.dryRun(ctx, r.opts.State.Config(), key)
 }
 
-func (r *Reconciler) plan(ctx context.Context, cfg *config.Config, key string) ([]plan.Step, error) {
+func (r *Reconciler) dryRun(ctx context.Context, cfg *config.Config, key string) ([]plan.Step, error) {
 	specName, obj := parseKey(key)
 	if spec := cfg.Specs[specName]; obj.IsZero() && spec != nil && spec.Trigger.IsSelector() {
-		return r.planSelector(ctx, cfg, specName)
+		return r.dryRunSelector(ctx, cfg, specName)
 	}
 	o, err := r.observe(ctx, cfg, specName, obj)
 	if err != nil {
@@ -290,9 +288,9 @@ func (r *Reconciler) plan(ctx context.Context, cfg *config.Config, key string) (
 	return r.decide(o)
 }
 
-// planSelector plans every object of a selector spec, and the spec's
+// dryRunSelector decides every object of a selector spec, and the spec's
 // releases that name no object.
-func (r *Reconciler) planSelector(ctx context.Context, cfg *config.Config, specName string) ([]plan.Step, error) {
+func (r *Reconciler) dryRunSelector(ctx context.Context, cfg *config.Config, specName string) ([]plan.Step, error) {
 	objs, unattributed, err := r.selectorObjects(ctx, cfg, specName)
 	if err != nil {
 		return nil, err
@@ -300,7 +298,7 @@ func (r *Reconciler) planSelector(ctx context.Context, cfg *config.Config, specN
 	steps, err := r.decide(r.unattributed(specName, unattributed))
 	errs := []error{err}
 	for _, o := range objs {
-		s, err := r.plan(ctx, cfg, ObjectKey(specName, o))
+		s, err := r.dryRun(ctx, cfg, ObjectKey(specName, o))
 		steps = append(steps, s...)
 		errs = append(errs, err)
 	}
@@ -317,7 +315,7 @@ func (r *Reconciler) unattributed(specName string, rels []*format.Release) *obse
 
 // decide runs the pure plan and turns its failures into errors and Events.
 func (r *Reconciler) decide(o *observed) ([]plan.Step, error) {
-	res := plan.Plan(o.Observation)
+	res := plan.Decide(o.Observation)
 	if o.unattributed {
 		for i := range res.Steps {
 			res.Steps[i].Reason = "made by this spec before it had a selector: no object's release"

@@ -145,7 +145,7 @@ func (r *Reconciler) claimIndex(cfg *config.Config) *plan.ClaimIndex {
 // wantedObjects turns one live listing of a selector spec's objects into
 // those it wants: selected with every trigger label set, and claimed by no
 // other spec.
-func wantedObjects(idx *plan.ClaimIndex, spec *config.Spec, listed map[format.Object]plan.Trigger) []format.Object {
+func wantedObjects(idx *plan.ClaimIndex, spec *config.Spec, listed map[format.Object]plan.TriggerRead) []format.Object {
 	t := spec.Trigger
 	var out []format.Object
 	for o, obs := range listed {
@@ -174,7 +174,7 @@ func recordObjects(recs []format.Record, spec string) map[format.Object]bool {
 
 // admit computes and keeps a selector spec's admission from a listing and
 // the objects its records name.
-func (r *Reconciler) admit(cfg *config.Config, specName string, listed map[format.Object]plan.Trigger, withReleases map[format.Object]bool) map[format.Object]bool {
+func (r *Reconciler) admit(cfg *config.Config, specName string, listed map[format.Object]plan.TriggerRead, withReleases map[format.Object]bool) map[format.Object]bool {
 	spec := cfg.Specs[specName]
 	id := admissionIdentity(cfg, spec.Trigger)
 	// An object admitted before keeps its place while it is wanted: its
@@ -195,12 +195,12 @@ func (r *Reconciler) admit(cfg *config.Config, specName string, listed map[forma
 // listObjects lists a selector spec's objects live: one LIST per namespace
 // it covers, with the selector. Any failure fails the whole listing;
 // nothing is taken for absent.
-func (r *Reconciler) listObjects(ctx context.Context, cfg *config.Config, spec *config.Spec) (map[format.Object]plan.Trigger, error) {
+func (r *Reconciler) listObjects(ctx context.Context, cfg *config.Config, spec *config.Spec) (map[format.Object]plan.TriggerRead, error) {
 	keys := keysFor(cfg, spec.Trigger)
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("cannot list the objects of %s: the selector cannot be used", Describe(spec.Trigger))
 	}
-	out := map[format.Object]plan.Trigger{}
+	out := map[format.Object]plan.TriggerRead{}
 	for _, k := range keys {
 		objs, err := r.opts.Triggers.List(ctx, k)
 		if err != nil {

@@ -31,25 +31,20 @@ type TriggerReader struct {
 	Mapper meta.RESTMapper
 }
 
-// Observation is what a live read found: the decision's view of the object,
-// and a reference to it for Kubernetes Events (nil when unknown).
-type Observation struct {
-	plan.Trigger
-	Ref *corev1.ObjectReference
-}
-
-// Get reads one trigger. NotFound of the object itself is Found=false; every
-// other failure, including a 404 because the resource is not served at all, is
-// an error, because only a confirmed absence may lead to an uninstall.
-func (r TriggerReader) Get(ctx context.Context, t config.Trigger) (Observation, error) {
+// Get reads one trigger: the decision's view of the object, and a reference
+// to it for Kubernetes Events (nil when unknown). NotFound of the object
+// itself is Found=false; every other failure, including a 404 because the
+// resource is not served at all, is an error, because only a confirmed
+// absence may lead to an uninstall.
+func (r TriggerReader) Get(ctx context.Context, t config.Trigger) (plan.TriggerRead, *corev1.ObjectReference, error) {
 	obj, err := r.Client.Resource(GVR(t)).Namespace(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 	if err == nil {
-		return Observation{Trigger: plan.Trigger{Found: true, Labels: obj.Labels}, Ref: r.reference(t, obj.UID)}, nil
+		return plan.TriggerRead{Found: true, Labels: obj.Labels}, r.reference(t, obj.UID), nil
 	}
 	if objectNotFound(err, t.Name) {
-		return Observation{}, nil
+		return plan.TriggerRead{}, nil, nil
 	}
-	return Observation{}, fmt.Errorf("cannot read trigger %s: %w", Describe(t), err)
+	return plan.TriggerRead{}, nil, fmt.Errorf("cannot read trigger %s: %w", Describe(t), err)
 }
 
 func (r TriggerReader) reference(t config.Trigger, uid types.UID) *corev1.ObjectReference {
@@ -92,7 +87,7 @@ func resourceName(t config.Trigger) string {
 // List reads every trigger object of one (resource, namespace, selector)
 // live, in one request: what a periodic pass hands each spec instead of a
 // GET per trigger.
-func (r TriggerReader) List(ctx context.Context, k informerKey) (map[string]plan.Trigger, error) {
+func (r TriggerReader) List(ctx context.Context, k informerKey) (map[string]plan.TriggerRead, error) {
 	list, err := r.Client.Resource(k.GVR).Namespace(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: k.Selector})
 	if err != nil {
 		if k.Selector != "" {
@@ -100,9 +95,9 @@ func (r TriggerReader) List(ctx context.Context, k informerKey) (map[string]plan
 		}
 		return nil, fmt.Errorf("cannot list %s in namespace %s: %w", k.GVR.String(), k.Namespace, err)
 	}
-	objs := make(map[string]plan.Trigger, len(list.Items))
+	objs := make(map[string]plan.TriggerRead, len(list.Items))
 	for _, item := range list.Items {
-		objs[item.Name] = plan.Trigger{Found: true, Labels: item.Labels}
+		objs[item.Name] = plan.TriggerRead{Found: true, Labels: item.Labels}
 	}
 	return objs, nil
 }

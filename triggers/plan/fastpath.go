@@ -21,7 +21,7 @@ type ChartID struct{ Name, Version string }
 // reconcile, which decodes the releases and compares chart and values for real. It never answers true for a release another Helm
 // client changed: that write made a revision autox's revision label does not
 // name.
-func InSync(specName string, spec *config.Spec, obj format.Object, trig Trigger, recs []format.Record, charts map[string]ChartID, sources SourcesOf) bool {
+func InSync(specName string, spec *config.Spec, obj format.Object, trig TriggerRead, recs []format.Record, charts map[string]ChartID, sources SourcesOf) bool {
 	state, _ := Evaluate(spec.Trigger, trig)
 	if !state.Wanted() {
 		return len(recs) == 0

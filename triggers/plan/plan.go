@@ -23,7 +23,7 @@ type Observation struct {
 	// Instance is the autox instance deciding.
 	Instance string
 	// Trigger is the live read of the spec's trigger (unused when Config is nil).
-	Trigger Trigger
+	Trigger TriggerRead
 	// Object is the object of a selector spec this observation is about:
 	// Config is then the spec as it applies to that object (config.Spec.ForObject)
 	// and Current holds that object's releases only. Zero for a named spec.
@@ -119,11 +119,11 @@ type Failure struct {
 	Err error
 }
 
-// Result is the plan of one spec: steps in the order they are applied
+// Plan is the decision for one spec: steps in the order they are applied
 // (removals first, then release specs by id), the release specs that could
 // not be decided, and Incomplete when the spec's releases could not all be
 // seen (a removed spec with releases in an unreadable namespace).
-type Result struct {
+type Plan struct {
 	Steps      []Step
 	Failed     []Failure
 	Incomplete error
@@ -132,9 +132,10 @@ type Result struct {
 	TriggerReason string
 }
 
-// Plan decides one spec from its observation.
-func Plan(o Observation) Result {
-	var res Result
+// Decide plans one spec from its observation: the one decision of autox,
+// which run, plan and the quiet pass share.
+func Decide(o Observation) Plan {
+	var res Plan
 	spec := o.Config
 	state, triggerReason := TriggerOf(o)
 	res.Trigger, res.TriggerReason = state, triggerReason
@@ -157,7 +158,7 @@ func Plan(o Observation) Result {
 			}
 		}
 		relState, stateReason, _ := ClassifyRelease(rel, rel.Owner(), nil, o.Now, o.StaleAfter)
-		action := Decide(TriggerSpecRemoved, relState, config.OnChangeUpgrade)
+		action := ActionFor(TriggerSpecRemoved, relState, config.OnChangeUpgrade)
 		if action == ActionWait {
 			reason = stateReason
 		}
@@ -185,7 +186,7 @@ func Plan(o Observation) Result {
 			fail(redactorOf(rs, ro.Other, ro.Sources), ro.Err)
 			continue
 		}
-		step, err := planReleaseSpec(o, id, rs, ro, state, triggerReason)
+		step, err := stepFor(o, id, rs, ro, state, triggerReason)
 		if err != nil {
 			fail(step.Hide, err)
 			continue
@@ -195,7 +196,7 @@ func Plan(o Observation) Result {
 	return res
 }
 
-func planReleaseSpec(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObservation, state TriggerState, triggerReason string) (Step, error) {
+func stepFor(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObservation, state TriggerState, triggerReason string) (Step, error) {
 	rel := ro.Other
 	for _, c := range o.Current {
 		if Wants(rs, c.Namespace, c.Name) && o.Object.Labelled(c.ObjectNamespace, c.ObjectName) {
@@ -230,7 +231,7 @@ func planReleaseSpec(o Observation, id string, rs *config.ReleaseSpec, ro Releas
 	if err != nil {
 		return step, err
 	}
-	step.Action = Decide(state, relState, rs.OnChange)
+	step.Action = ActionFor(state, relState, rs.OnChange)
 	switch {
 	case state == TriggerConflict || state == TriggerOverLimit:
 		step.Reason = triggerReason

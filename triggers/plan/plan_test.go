@@ -28,7 +28,7 @@ func planSpec() *config.Spec {
 	}
 }
 
-var labelled = Trigger{Found: true, Labels: map[string]string{"app.kubernetes.io/version": "2.0.0"}}
+var labelled = TriggerRead{Found: true, Labels: map[string]string{"app.kubernetes.io/version": "2.0.0"}}
 
 // deployed is the release release spec id of planSpec makes for labelled.
 func deployed(id string) *format.Release {
@@ -56,7 +56,7 @@ func observation(mut func(o *Observation)) Observation {
 func with(r *format.Release, mut func(r *format.Release)) *format.Release { mut(r); return r }
 
 // TestPlan decides one spec from observations alone: no cluster, no clock.
-func TestPlan(t *testing.T) {
+func TestDecide(t *testing.T) {
 	type want struct{ action, release, reason string }
 	cases := []struct {
 		name   string
@@ -70,7 +70,7 @@ func TestPlan(t *testing.T) {
 			[]want{{"unchanged", "web-a", "chart and values match"}, {"unchanged", "web-b", "chart and values match"}}, nil},
 		{"new label value: upgrade, or reinstall for onChange reinstall", observation(func(o *Observation) {
 			o.Current = []*format.Release{deployed("a"), deployed("b")}
-			o.Trigger = Trigger{Found: true, Labels: map[string]string{"app.kubernetes.io/version": "3.0.0"}}
+			o.Trigger = TriggerRead{Found: true, Labels: map[string]string{"app.kubernetes.io/version": "3.0.0"}}
 		}), []want{{"upgrade", "web-a", "values changed: .autox.trigger.labels.app.kubernetes.io/version"},
 			{"reinstall", "web-b", "values changed: .autox.trigger.labels.app.kubernetes.io/version"}}, nil},
 		{"chart version changed", observation(func(o *Observation) {
@@ -79,12 +79,12 @@ func TestPlan(t *testing.T) {
 		}), []want{{"upgrade", "web-a", "chart hello 1.0.0 -> hello 1.1.0"}, {"unchanged", "web-b", "chart and values match"}}, nil},
 		{"trigger gone", observation(func(o *Observation) {
 			o.Current = []*format.Release{deployed("a"), deployed("b")}
-			o.Trigger = Trigger{}
+			o.Trigger = TriggerRead{}
 		}),
 			[]want{{"uninstall", "web-a", "trigger not found"}, {"uninstall", "web-b", "trigger not found"}}, nil},
-		{"label gone, nothing installed", observation(func(o *Observation) { o.Trigger = Trigger{Found: true} }),
+		{"label gone, nothing installed", observation(func(o *Observation) { o.Trigger = TriggerRead{Found: true} }),
 			[]want{{"unchanged", "web-a", "release not found"}, {"unchanged", "web-b", "release not found"}}, nil},
-		{"label gone", observation(func(o *Observation) { o.Current = []*format.Release{deployed("a")}; o.Trigger = Trigger{Found: true} }),
+		{"label gone", observation(func(o *Observation) { o.Current = []*format.Release{deployed("a")}; o.Trigger = TriggerRead{Found: true} }),
 			[]want{{"uninstall", "web-a", "label app.kubernetes.io/version missing"}, {"unchanged", "web-b", "release not found"}}, nil},
 		{"spec removed", observation(func(o *Observation) { o.Config = nil; o.Current = []*format.Release{deployed("a"), deployed("b")} }),
 			[]want{{"uninstall", "web-a", "spec removed from config"}, {"uninstall", "web-b", "spec removed from config"}}, nil},
@@ -123,7 +123,7 @@ func TestPlan(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			res := Plan(tc.obs)
+			res := Decide(tc.obs)
 			if len(res.Steps) != len(tc.steps) {
 				t.Fatalf("%d steps, want %d: %+v", len(res.Steps), len(tc.steps), res.Steps)
 			}
@@ -150,8 +150,8 @@ func TestPlan(t *testing.T) {
 // TestPlanDesired: what an install makes — the user's values plus the
 // injected `autox` key, the digest a quiet pass compares, the next revision.
 func TestPlanDesired(t *testing.T) {
-	res := Plan(observation(func(o *Observation) {
-		o.Trigger = Trigger{Found: true, Labels: map[string]string{"app.kubernetes.io/version": "3.0.0"}}
+	res := Decide(observation(func(o *Observation) {
+		o.Trigger = TriggerRead{Found: true, Labels: map[string]string{"app.kubernetes.io/version": "3.0.0"}}
 		o.Current = []*format.Release{deployed("a")}
 	}))
 	up := res.Steps[0]
@@ -179,7 +179,7 @@ func TestPlanDesired(t *testing.T) {
 // TestPlanHidesValues: a failure's text, and every step's redactor, hide the
 // release's values — desired, current and last deployed.
 func TestPlanHidesValues(t *testing.T) {
-	res := Plan(observation(func(o *Observation) {
+	res := Decide(observation(func(o *Observation) {
 		o.ReleaseSpecs["a"] = ReleaseSpecObservation{Err: errors.New(`Invalid value: "s3cret-token"`)}
 		o.Current = []*format.Release{with(deployed("b"), func(r *format.Release) { r.DeployedValues = map[string]interface{}{"old": "older-s3cret"} })}
 	}))

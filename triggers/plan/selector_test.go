@@ -134,7 +134,7 @@ func TestAdmit(t *testing.T) {
 }
 
 // objectObservation observes object ns/a of spec exp.
-func objectObservation(t *testing.T, cfg *config.Config, obj format.Object, trig Trigger, current ...*format.Release) Observation {
+func objectObservation(t *testing.T, cfg *config.Config, obj format.Object, trig TriggerRead, current ...*format.Release) Observation {
 	t.Helper()
 	spec, err := cfg.Specs["exp"].ForObject("exp", obj.Namespace, obj.Name)
 	if err != nil {
@@ -150,7 +150,7 @@ func objectObservation(t *testing.T, cfg *config.Config, obj format.Object, trig
 }
 
 // objectRelease is the release spec exp's job makes for obj, in sync.
-func objectRelease(t *testing.T, cfg *config.Config, obj format.Object, trig Trigger) *format.Release {
+func objectRelease(t *testing.T, cfg *config.Config, obj format.Object, trig TriggerRead) *format.Release {
 	spec, err := cfg.Specs["exp"].ForObject("exp", obj.Namespace, obj.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -164,12 +164,12 @@ func objectRelease(t *testing.T, cfg *config.Config, obj format.Object, trig Tri
 func TestPlanSelectorObject(t *testing.T) {
 	cfg := selectorConfig(t)
 	a := format.Object{Namespace: "ns", Name: "a"}
-	selected := Trigger{Found: true, Labels: labels("autox.dev/experiment", "enabled")}
+	selected := TriggerRead{Found: true, Labels: labels("autox.dev/experiment", "enabled")}
 	step := func(o Observation) Step {
 		t.Helper()
-		res := Plan(o)
+		res := Decide(o)
 		if len(res.Steps) != 1 || len(res.Failed) != 0 {
-			t.Fatalf("Plan = %+v, want one step", res)
+			t.Fatalf("Decide = %+v, want one step", res)
 		}
 		return res.Steps[0]
 	}
@@ -186,14 +186,14 @@ func TestPlanSelectorObject(t *testing.T) {
 	if s := step(objectObservation(t, cfg, a, selected, rel)); s.Action != ActionNone {
 		t.Errorf("in sync: %s (%s)", s.Action, s.Reason)
 	}
-	unselected := Trigger{Found: true, Labels: labels()}
+	unselected := TriggerRead{Found: true, Labels: labels()}
 	if s := step(objectObservation(t, cfg, a, unselected, rel)); s.Action != ActionUninstall || !strings.Contains(s.Reason, "no longer matches") {
 		t.Errorf("no longer selected: %s (%s), want uninstall", s.Action, s.Reason)
 	}
-	if s := step(objectObservation(t, cfg, a, Trigger{}, rel)); s.Action != ActionUninstall {
+	if s := step(objectObservation(t, cfg, a, TriggerRead{}, rel)); s.Action != ActionUninstall {
 		t.Errorf("deleted: %s (%s), want uninstall", s.Action, s.Reason)
 	}
-	noVersion := Trigger{Found: true, Labels: map[string]string{"autox.dev/experiment": "enabled"}}
+	noVersion := TriggerRead{Found: true, Labels: map[string]string{"autox.dev/experiment": "enabled"}}
 	if s := step(objectObservation(t, cfg, a, noVersion, rel)); s.Action != ActionUninstall {
 		t.Errorf("trigger label gone: %s (%s), want uninstall", s.Action, s.Reason)
 	}
@@ -212,7 +212,7 @@ func TestPlanSelectorObject(t *testing.T) {
 	// Over the bound: nothing new, and what it has stays.
 	o = objectObservation(t, cfg, a, selected)
 	o.OverLimit = true
-	res := Plan(o)
+	res := Decide(o)
 	if res.Trigger != TriggerOverLimit || res.Steps[0].Action != ActionNone || !strings.Contains(res.Steps[0].Reason, "maxObjects (2)") {
 		t.Errorf("over the bound: %s %+v", res.Trigger, res.Steps)
 	}
@@ -226,16 +226,16 @@ func TestPlanSelectorObject(t *testing.T) {
 func TestPlanConflict(t *testing.T) {
 	cfg := selectorConfig(t)
 	web := format.Object{Namespace: "ns", Name: "web"}
-	both := Trigger{Found: true, Labels: labels("autox.dev/experiment", "enabled")}
+	both := TriggerRead{Found: true, Labels: labels("autox.dev/experiment", "enabled")}
 	// The selector spec's view: nothing installed, nothing removed.
-	res := Plan(objectObservation(t, cfg, web, both))
+	res := Decide(objectObservation(t, cfg, web, both))
 	if res.Trigger != TriggerConflict || len(res.Steps) != 1 || res.Steps[0].Action != ActionConflict ||
 		!strings.Contains(res.TriggerReason, "exp, web") {
 		t.Errorf("selector spec on a named trigger: %s %q %+v", res.Trigger, res.TriggerReason, res.Steps)
 	}
 	rel := objectRelease(t, cfg, web, both)
-	unlabelled := Trigger{Found: true, Labels: map[string]string{"autox.dev/experiment": "enabled"}}
-	res = Plan(objectObservation(t, cfg, web, unlabelled, rel))
+	unlabelled := TriggerRead{Found: true, Labels: map[string]string{"autox.dev/experiment": "enabled"}}
+	res = Decide(objectObservation(t, cfg, web, unlabelled, rel))
 	if res.Trigger != TriggerConflict || res.Steps[0].Action != ActionConflict || res.Steps[0].Changes() {
 		t.Errorf("a conflict must not uninstall: %s %+v", res.Trigger, res.Steps)
 	}
@@ -243,22 +243,22 @@ func TestPlanConflict(t *testing.T) {
 	named := Observation{Spec: "web", Config: cfg.Specs["web"], Instance: "autox", Trigger: both,
 		Claimants:    NewClaimIndex(cfg).Claimants("apps", "deployments", web, both.Labels),
 		ReleaseSpecs: map[string]ReleaseSpecObservation{"a": {Chart: ChartID{"hello", "1.0.0"}}}, Now: planNow}
-	res = Plan(named)
+	res = Decide(named)
 	if res.Trigger != TriggerConflict || res.Steps[0].Action != ActionConflict || res.Steps[0].Object != "" {
 		t.Errorf("named spec on a selected object: %s %+v", res.Trigger, res.Steps)
 	}
 	// No longer selected by exp, still named by web: not exp's object any
 	// more, so its releases go; web's claim is no conflict for exp.
-	unselected := Trigger{Found: true, Labels: labels()}
+	unselected := TriggerRead{Found: true, Labels: labels()}
 	o := objectObservation(t, cfg, web, unselected, rel)
 	if len(o.Claimants) != 1 || o.Claimants[0] != "web" {
 		t.Fatalf("claimants = %v", o.Claimants)
 	}
-	if res := Plan(o); res.Trigger == TriggerConflict || res.Steps[0].Action != ActionUninstall {
+	if res := Decide(o); res.Trigger == TriggerConflict || res.Steps[0].Action != ActionUninstall {
 		t.Errorf("object that left exp's selector: %s %+v, want uninstall", res.Trigger, res.Steps)
 	}
 	// Deleted: a conflict needs an object; its releases go.
-	res = Plan(objectObservation(t, cfg, web, Trigger{}, rel))
+	res = Decide(objectObservation(t, cfg, web, TriggerRead{}, rel))
 	if res.Steps[0].Action != ActionUninstall {
 		t.Errorf("deleted object in conflict: %+v, want uninstall", res.Steps)
 	}
@@ -293,7 +293,7 @@ func TestWantedBySelector(t *testing.T) {
 func TestInSyncObject(t *testing.T) {
 	cfg := selectorConfig(t)
 	a := format.Object{Namespace: "ns", Name: "a"}
-	trig := Trigger{Found: true, Labels: labels("autox.dev/experiment", "enabled")}
+	trig := TriggerRead{Found: true, Labels: labels("autox.dev/experiment", "enabled")}
 	spec, _ := cfg.Specs["exp"].ForObject("exp", "ns", "a")
 	rel := objectRelease(t, cfg, a, trig)
 	digest, _ := format.Digest("hello", "1.0.0", rel.Values)
@@ -306,7 +306,7 @@ func TestInSyncObject(t *testing.T) {
 	if InSync("exp", spec, format.Object{Namespace: "ns", Name: "b"}, trig, []format.Record{rec}, ids, nil) {
 		t.Errorf("another object's record counted as in sync")
 	}
-	if InSync("exp", spec, a, Trigger{Found: true, Labels: version}, []format.Record{rec}, ids, nil) {
+	if InSync("exp", spec, a, TriggerRead{Found: true, Labels: version}, []format.Record{rec}, ids, nil) {
 		t.Errorf("an object no longer selected is in sync")
 	}
 }
@@ -327,10 +327,10 @@ func TestTriggerObject(t *testing.T) {
 func TestPlanOutOfScope(t *testing.T) {
 	cfg := selectorConfig(t)
 	a := format.Object{Namespace: "ns", Name: "a"}
-	selected := Trigger{Found: true, Labels: labels("autox.dev/experiment", "enabled")}
+	selected := TriggerRead{Found: true, Labels: labels("autox.dev/experiment", "enabled")}
 	o := objectObservation(t, cfg, a, selected, objectRelease(t, cfg, a, selected))
 	o.OutOfScope = true
-	if res := Plan(o); res.Steps[0].Action != ActionUninstall || !strings.Contains(res.Steps[0].Reason, "no longer covers") {
+	if res := Decide(o); res.Steps[0].Action != ActionUninstall || !strings.Contains(res.Steps[0].Reason, "no longer covers") {
 		t.Errorf("object out of the selector's namespaces: %+v, want uninstall", res.Steps)
 	}
 }

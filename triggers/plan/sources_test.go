@@ -207,7 +207,7 @@ func sourcedObservation(pw string, mut func(o *Observation)) Observation {
 // the Secret but not the value; the step's redactor hides it; the same
 // content again is in sync.
 func TestPlanValuesFromSecret(t *testing.T) {
-	res := Plan(sourcedObservation("hunter22", nil))
+	res := Decide(sourcedObservation("hunter22", nil))
 	install := res.Steps[0]
 	if install.Action != ActionInstall || install.Desired.Values["db"].(map[string]interface{})["password"] != "hunter22" {
 		t.Fatalf("install step %+v", install)
@@ -216,11 +216,11 @@ func TestPlanValuesFromSecret(t *testing.T) {
 		t.Errorf("the Secret's value is not hidden: %q", got)
 	}
 	rel := with(deployed("a"), func(r *format.Release) { r.Values = install.Desired.Values })
-	res = Plan(sourcedObservation("hunter22", func(o *Observation) { o.Current = []*format.Release{rel, deployed("b")} }))
+	res = Decide(sourcedObservation("hunter22", func(o *Observation) { o.Current = []*format.Release{rel, deployed("b")} }))
 	if s := res.Steps[0]; s.Action != ActionNone {
 		t.Errorf("same Secret content: %s %q", s.Action, s.Reason)
 	}
-	res = Plan(sourcedObservation("changed-pw", func(o *Observation) { o.Current = []*format.Release{rel, deployed("b")} }))
+	res = Decide(sourcedObservation("changed-pw", func(o *Observation) { o.Current = []*format.Release{rel, deployed("b")} }))
 	s := res.Steps[0]
 	if s.Action != ActionUpgrade || s.Reason != "values changed: .db.password (from Secret creds)" {
 		t.Errorf("changed Secret: %s %q", s.Action, s.Reason)
@@ -239,7 +239,7 @@ func TestPlanValuesFromSecret(t *testing.T) {
 // spec only — no step for it, above all no uninstall — and the error names
 // the reference, hiding what the Secret held.
 func TestPlanValuesSourceFails(t *testing.T) {
-	res := Plan(sourcedObservation("", func(o *Observation) {
+	res := Decide(sourcedObservation("", func(o *Observation) {
 		o.Current = []*format.Release{deployed("a"), deployed("b")}
 		src := &o.ReleaseSpecs["a"].Sources[0]
 		src.Found, src.Data = false, nil
@@ -252,7 +252,7 @@ func TestPlanValuesSourceFails(t *testing.T) {
 		t.Errorf("failure %v", err)
 	}
 	// A read error reported by the reader fails it the same way, redacted.
-	res = Plan(sourcedObservation("hunter22", func(o *Observation) {
+	res = Decide(sourcedObservation("hunter22", func(o *Observation) {
 		o.Current = []*format.Release{deployed("a")}
 		ro := o.ReleaseSpecs["a"]
 		ro.Err = NewSourceError(ro.Sources[0].Ref, "ns", errors.New(`forbidden: "hunter22"`))
@@ -267,13 +267,13 @@ func TestPlanValuesSourceFails(t *testing.T) {
 		t.Errorf("failure %+v", res.Failed)
 	}
 	// Bad YAML in a Secret: the parser's message is redacted too.
-	res = Plan(sourcedObservation("[hunter22", nil))
+	res = Decide(sourcedObservation("[hunter22", nil))
 	if len(res.Failed) != 1 || strings.Contains(res.Failed[0].Err.Error(), "hunter22") {
 		t.Errorf("failure %+v", res.Failed)
 	}
 	// An unwanted trigger reads no source and uninstalls as ever.
-	res = Plan(sourcedObservation("", func(o *Observation) {
-		o.Trigger = Trigger{}
+	res = Decide(sourcedObservation("", func(o *Observation) {
+		o.Trigger = TriggerRead{}
 		o.Current = []*format.Release{deployed("a")}
 		o.ReleaseSpecs["a"] = ReleaseSpecObservation{}
 	}))
@@ -289,7 +289,7 @@ func TestInSyncWithSources(t *testing.T) {
 		"a": {Chart: config.Chart{Repo: "https://c", Name: "hello", Version: "1.0.0"}, ReleaseName: "web-a", Namespace: "ns",
 			ValuesFrom: []config.ValuesFrom{{Kind: config.KindSecret, Name: "creds", Key: "values.yaml"}}},
 	}}
-	labelled := Trigger{Found: true, Labels: map[string]string{"v": "2"}}
+	labelled := TriggerRead{Found: true, Labels: map[string]string{"v": "2"}}
 	read := []SourceValue{secret("creds", "values.yaml", "pw: one")}
 	m, err := MergeValues(spec.ReleaseSpecs["a"], read, spec.Trigger, labelled.Labels)
 	if err != nil {

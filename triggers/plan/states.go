@@ -96,7 +96,7 @@ const (
 
 // Decide maps a trigger state and a release state to one action. It is the
 // only place where that choice is made; run and plan both use it.
-func Decide(trigger TriggerState, rel ReleaseState, onChange string) Action {
+func ActionFor(trigger TriggerState, rel ReleaseState, onChange string) Action {
 	switch trigger {
 	case TriggerConflict:
 		return ActionConflict

@@ -59,11 +59,11 @@ func TestDecideTable(t *testing.T) {
 			t.Fatalf("%s: table has %d release states, code has %d", ts, len(rows), len(releaseStateNames))
 		}
 		for rs, w := range rows {
-			if got := Decide(ts, rs, "upgrade"); got != w.upgrade {
-				t.Errorf("Decide(%s, %s, upgrade) = %s, want %s", ts, rs, got, w.upgrade)
+			if got := ActionFor(ts, rs, "upgrade"); got != w.upgrade {
+				t.Errorf("ActionFor(%s, %s, upgrade) = %s, want %s", ts, rs, got, w.upgrade)
 			}
-			if got := Decide(ts, rs, "reinstall"); got != w.reinstall {
-				t.Errorf("Decide(%s, %s, reinstall) = %s, want %s", ts, rs, got, w.reinstall)
+			if got := ActionFor(ts, rs, "reinstall"); got != w.reinstall {
+				t.Errorf("ActionFor(%s, %s, reinstall) = %s, want %s", ts, rs, got, w.reinstall)
 			}
 		}
 	}
@@ -134,7 +134,7 @@ func TestInSync(t *testing.T) {
 			"a": {Chart: config.Chart{Repo: "https://c", Name: "hello", Version: "1.0.0"}, ReleaseName: "web-a", Namespace: "ns", Values: map[string]interface{}{"x": 1.0}},
 		},
 	}
-	labelled := Trigger{Found: true, Labels: map[string]string{"v": "2"}}
+	labelled := TriggerRead{Found: true, Labels: map[string]string{"v": "2"}}
 	digest, err := format.Digest("hello", "1.0.0", DesiredValues(spec.ReleaseSpecs["a"], spec.Trigger, labelled.Labels))
 	if err != nil {
 		t.Fatal(err)
@@ -144,13 +144,13 @@ func TestInSync(t *testing.T) {
 	mod := func(f func(r *format.Record)) []format.Record { r := good; f(&r); return []format.Record{r} }
 	cases := []struct {
 		name string
-		obs  Trigger
+		obs  TriggerRead
 		recs []format.Record
 		ids  map[string]ChartID
 		want bool
 	}{
 		{"in sync", labelled, []format.Record{good}, ids, true},
-		{"label value changed", Trigger{Found: true, Labels: map[string]string{"v": "3"}}, []format.Record{good}, ids, false},
+		{"label value changed", TriggerRead{Found: true, Labels: map[string]string{"v": "3"}}, []format.Record{good}, ids, false},
 		{"release missing", labelled, nil, ids, false},
 		{"extra release", labelled, append([]format.Record{good}, format.Record{Name: "old", Namespace: "ns", Spec: "web", ReleaseSpec: "gone"}), ids, false},
 		{"written by another client", labelled, mod(func(r *format.Record) { r.Revision = 5 }), ids, false},
@@ -160,9 +160,9 @@ func TestInSync(t *testing.T) {
 		{"renamed", labelled, mod(func(r *format.Record) { r.Name = "web-b" }), ids, false},
 		{"chart unknown", labelled, []format.Record{good}, nil, false},
 		{"chart version differs", labelled, []format.Record{good}, map[string]ChartID{"a": {"hello", "1.0.1"}}, false},
-		{"absent and nothing installed", Trigger{}, nil, ids, true},
-		{"absent but installed", Trigger{}, []format.Record{good}, ids, false},
-		{"unlabelled and nothing installed", Trigger{Found: true}, nil, ids, true},
+		{"absent and nothing installed", TriggerRead{}, nil, ids, true},
+		{"absent but installed", TriggerRead{}, []format.Record{good}, ids, false},
+		{"unlabelled and nothing installed", TriggerRead{Found: true}, nil, ids, true},
 	}
 	for _, tc := range cases {
 		if got := InSync("web", spec, format.Object{}, tc.obs, tc.recs, tc.ids, nil); got != tc.want {

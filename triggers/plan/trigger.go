@@ -7,15 +7,15 @@ import (
 	"github.com/autox-dev/autox/internal/format"
 )
 
-// Trigger is what a live read of a trigger object found: whether it exists,
+// TriggerRead is what a live read of a trigger object found: whether it exists,
 // and its labels. A read error is not an observation: nothing is decided.
-type Trigger struct {
+type TriggerRead struct {
 	Found  bool
 	Labels map[string]string
 }
 
 // Evaluate turns an observation into a trigger state and its reason.
-func Evaluate(t config.Trigger, obs Trigger) (TriggerState, string) {
+func Evaluate(t config.Trigger, obs TriggerRead) (TriggerState, string) {
 	if !obs.Found {
 		return TriggerAbsent, "trigger not found"
 	}

@@ -21,11 +21,11 @@ func OrphanSpecs(ctx context.Context, inv *helmops.Inventory, state *ConfigState
 	return plan.OrphanSpecs(state.Config(), recs), err
 }
 
-// PlanAll decides every spec of the config in force and every spec that still
+// DryRunAll decides every spec of the config in force and every spec that still
 // has releases it does not want, changing nothing. It is what `autox plan`
 // prints and what a pass of `autox run` would do. Steps of specs that could
 // be decided are returned even when others failed (with the error).
-func PlanAll(ctx context.Context, rec *Reconciler, inv *helmops.Inventory) ([]plan.Step, error) {
+func DryRunAll(ctx context.Context, rec *Reconciler, inv *helmops.Inventory) ([]plan.Step, error) {
 	cfg := rec.State().Config()
 	orphans, err := OrphanSpecs(ctx, inv, rec.State())
 	if err != nil && helmops.FailedNamespaces(err) == nil {
@@ -43,7 +43,7 @@ func PlanAll(ctx context.Context, rec *Reconciler, inv *helmops.Inventory) ([]pl
 	}
 	var steps []plan.Step
 	for _, name := range names {
-		s, err := rec.Plan(ctx, name)
+		s, err := rec.DryRun(ctx, name)
 		steps = append(steps, s...)
 		if err != nil {
 			errs = append(errs, err)
