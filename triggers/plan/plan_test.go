@@ -84,7 +84,10 @@ func TestDecide(t *testing.T) {
 			[]want{{"uninstall", "web-a", "trigger not found"}, {"uninstall", "web-b", "trigger not found"}}, nil},
 		{"label gone, nothing installed", observation(func(o *Observation) { o.Trigger = TriggerRead{Found: true} }),
 			[]want{{"unchanged", "web-a", "release not found"}, {"unchanged", "web-b", "release not found"}}, nil},
-		{"label gone", observation(func(o *Observation) { o.Current = []*format.Release{deployed("a")}; o.Trigger = TriggerRead{Found: true} }),
+		{"label gone", observation(func(o *Observation) {
+			o.Current = []*format.Release{deployed("a")}
+			o.Trigger = TriggerRead{Found: true}
+		}),
 			[]want{{"uninstall", "web-a", "label app.kubernetes.io/version missing"}, {"unchanged", "web-b", "release not found"}}, nil},
 		{"spec removed", observation(func(o *Observation) { o.Config = nil; o.Current = []*format.Release{deployed("a"), deployed("b")} }),
 			[]want{{"uninstall", "web-a", "spec removed from config"}, {"uninstall", "web-b", "spec removed from config"}}, nil},
