@@ -24,6 +24,7 @@ import (
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/releasetest"
 	"github.com/autox-dev/autox/internal/testenv"
+	"github.com/autox-dev/autox/triggers/observe"
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
@@ -57,7 +58,7 @@ type harness struct {
 	metrics *Metrics
 	reads   *liveReads
 	// sources, if set, reads values sources (else a SourceReader).
-	sources ValuesSources
+	sources observe.ValuesSources
 }
 
 func newHarness(t *testing.T) *harness {
@@ -108,8 +109,8 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 		h.t.Fatal(err)
 	}
 	state := NewConfigState(cfg)
-	reads := &liveReads{Triggers: TriggerReader{Client: meta}, metrics: m, reads: map[string][]*liveRead{}, config: state.Config}
-	var sources ValuesSources = SourceReader{Client: cluster.Client}
+	reads := &liveReads{Triggers: observe.TriggerReader{Client: meta}, metrics: m, reads: map[string][]*liveRead{}, config: state.Config}
+	var sources observe.ValuesSources = observe.SourceReader{Client: cluster.Client}
 	if h.sources != nil {
 		sources = h.sources
 	}
@@ -204,7 +205,7 @@ func (h *harness) waitFreshReconcile(spec string) {
 // the metric does not count: those that cannot decide (a trigger read that
 // fails) return before they count themselves.
 type liveReads struct {
-	Triggers
+	observe.Triggers
 	metrics *Metrics
 	config  func() *config.Config
 
@@ -505,7 +506,7 @@ func TestTriggerReadErrorsChangeNothing(t *testing.T) {
 		}
 	}
 
-	_, _, err := TriggerReader{Client: metadata.NewForConfigOrDie(cluster.Config)}.Get(context.Background(),
+	_, _, err := observe.TriggerReader{Client: metadata.NewForConfigOrDie(cluster.Config)}.Get(context.Background(),
 		config.Trigger{Group: "example.com", Version: "v1", Resource: "widgets", Name: "web", Namespace: h.ns})
 	if err == nil {
 		t.Fatal("reading an unserved resource must be an error, not NotFound")

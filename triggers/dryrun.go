@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/triggers/plan"
 )
@@ -48,6 +49,48 @@ func DryRunAll(ctx context.Context, rec *Reconciler, inv *helmops.Inventory) ([]
 		if err != nil {
 			errs = append(errs, err)
 		}
+	}
+	return steps, errors.Join(errs...)
+}
+
+// DryRun observes one queue key and decides, changing nothing: a spec, or
+// one object of a selector spec; for a selector spec's own key, every
+// object it lists or has releases for. Steps come in the order they are
+// applied. An error returned with steps is the failure of some release specs
+// only; an error without steps means nothing could be decided (e.g. the
+// trigger read failed).
+func (r *Reconciler) DryRun(ctx context.Context, key string) ([]plan.Step, error) {
+	return r.dryRun(ctx, r.opts.State.Config(), key)
+}
+
+func (r *Reconciler) dryRun(ctx context.Context, cfg *config.Config, key string) ([]plan.Step, error) {
+	specName, obj := parseKey(key)
+	if spec := cfg.Specs[specName]; obj.IsZero() && spec != nil && spec.Trigger.IsSelector() {
+		return r.dryRunSelector(ctx, cfg, specName)
+	}
+	o, err := r.observer.Observe(ctx, cfg, specName, obj)
+	if err != nil {
+		return nil, err
+	}
+	p := plan.Decide(o.Observation)
+	return p.Steps, r.applier.Report(o, p)
+}
+
+// dryRunSelector decides every object of a selector spec, and the spec's
+// releases that name no object.
+func (r *Reconciler) dryRunSelector(ctx context.Context, cfg *config.Config, specName string) ([]plan.Step, error) {
+	objs, unattributed, err := r.observer.SelectorObjects(ctx, cfg, specName)
+	if err != nil {
+		return nil, err
+	}
+	o := r.observer.Unattributed(specName, unattributed)
+	p := plan.Decide(o.Observation)
+	steps := p.Steps
+	errs := []error{r.applier.Report(o, p)}
+	for _, obj := range objs {
+		s, err := r.dryRun(ctx, cfg, ObjectKey(specName, obj))
+		steps = append(steps, s...)
+		errs = append(errs, err)
 	}
 	return steps, errors.Join(errs...)
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/triggers/observe"
 )
 
 type runningInformer struct {
@@ -31,33 +32,33 @@ type runningInformer struct {
 type informerSet struct {
 	client metadata.Interface
 	// keys are the informers a config needs.
-	keys    func(cfg *config.Config) []informerKey
-	onEvent func(k informerKey, namespace, name string)
+	keys    func(cfg *config.Config) []observe.ListKey
+	onEvent func(k observe.ListKey, namespace, name string)
 	log     zerolog.Logger
 
 	mu      sync.Mutex
-	running map[informerKey]*runningInformer
+	running map[observe.ListKey]*runningInformer
 	// closed is set by stopAll; a late sync (a config applied while
 	// stopping) must not start informers nobody will stop.
 	closed bool
 }
 
-func newInformerSet(client metadata.Interface, keys func(*config.Config) []informerKey, onEvent func(k informerKey, namespace, name string), log zerolog.Logger) *informerSet {
-	return &informerSet{client: client, keys: keys, onEvent: onEvent, log: log, running: map[informerKey]*runningInformer{}}
+func newInformerSet(client metadata.Interface, keys func(*config.Config) []observe.ListKey, onEvent func(k observe.ListKey, namespace, name string), log zerolog.Logger) *informerSet {
+	return &informerSet{client: client, keys: keys, onEvent: onEvent, log: log, running: map[observe.ListKey]*runningInformer{}}
 }
 
 // triggerInformerKeys are the informers of cfg's triggers.
-func triggerInformerKeys(cfg *config.Config) []informerKey {
-	var out []informerKey
+func triggerInformerKeys(cfg *config.Config) []observe.ListKey {
+	var out []observe.ListKey
 	for _, spec := range cfg.Specs {
-		out = append(out, keysFor(cfg, spec.Trigger)...)
+		out = append(out, observe.KeysFor(cfg, spec.Trigger)...)
 	}
 	return out
 }
 
 // sync starts the informers cfg needs and stops those it no longer needs.
 func (s *informerSet) sync(ctx context.Context, cfg *config.Config) {
-	need := map[informerKey]bool{}
+	need := map[observe.ListKey]bool{}
 	for _, k := range s.keys(cfg) {
 		need[k] = true
 	}
@@ -83,7 +84,7 @@ func (s *informerSet) sync(ctx context.Context, cfg *config.Config) {
 	}
 }
 
-func (s *informerSet) start(ctx context.Context, k informerKey) *runningInformer {
+func (s *informerSet) start(ctx context.Context, k observe.ListKey) *runningInformer {
 	ictx, cancel := context.WithCancel(ctx)
 	// No resync: the periodic pass re-reads everything live anyway.
 	var tweak metadatainformer.TweakListOptionsFunc

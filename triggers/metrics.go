@@ -3,6 +3,8 @@ package triggers
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/autox-dev/autox/triggers/plan"
 )
 
 // The result label's values.
@@ -136,3 +138,8 @@ func (noQueueMetrics) NewLongestRunningProcessorSecondsMetric(string) workqueue.
 	return noMetric{}
 }
 func (noQueueMetrics) NewRetriesMetric(string) workqueue.CounterMetric { return noMetric{} }
+
+// HelmOperation counts one Helm write of the applier by action and result.
+func (m *Metrics) HelmOperation(action plan.Action, err error) {
+	m.helmOperations.WithLabelValues(string(action), result(err)).Inc()
+}

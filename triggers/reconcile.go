@@ -3,57 +3,36 @@ package triggers
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
-	"helm.sh/helm/v3/pkg/chart"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
-	"github.com/autox-dev/autox/internal/format"
-	"github.com/autox-dev/autox/internal/redact"
+	"github.com/autox-dev/autox/triggers/apply"
+	"github.com/autox-dev/autox/triggers/observe"
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
-// Helm is the part of helmops.Manager that reconcile uses.
+// Helm is the part of helmops.Manager that a reconcile uses: the reads of
+// observation and the writes of applying.
 type Helm interface {
-	SpecReleases(ctx context.Context, namespaces []string, spec string) ([]*format.Release, error)
-	ObjectReleases(ctx context.Context, namespaces []string, spec string, obj format.Object) ([]*format.Release, error)
-	Lookup(ctx context.Context, namespace, name string) (*format.Release, error)
-	NamesInUse(ctx context.Context, namespace string, names []string) (map[string]bool, error)
-	Install(ctx context.Context, d helmops.Desired) (int, error)
-	Upgrade(ctx context.Context, d helmops.Desired) (int, error)
-	Reinstall(ctx context.Context, d helmops.Desired) (int, error)
-	Uninstall(ctx context.Context, namespace, name string, hide *redact.Redactor) error
-	Rollback(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor) error
-	// Instance is the autox instance whose releases these are.
-	Instance() string
-}
-
-// Triggers reads trigger objects live: one object for a reconcile, every
-// object of a (resource, namespace) for a pass. TriggerReader is the one
-// implementation.
-type Triggers interface {
-	Get(ctx context.Context, t config.Trigger) (plan.TriggerRead, *corev1.ObjectReference, error)
-	List(ctx context.Context, k informerKey) (map[string]plan.TriggerRead, error)
+	observe.Releases
+	apply.Helm
 }
 
 // ReconcilerOptions is everything a Reconciler needs.
 type ReconcilerOptions struct {
 	Helm     Helm
 	Charts   helmops.ChartSource
-	Triggers Triggers
+	Triggers observe.Triggers
 	// Inventory lists release records; selector specs need it to admit
 	// objects within maxObjects when no pass has done so yet.
-	Inventory *helmops.Inventory
+	Inventory observe.Records
 	// Sources reads the Secrets and ConfigMaps of valuesFrom entries; nil
 	// fails every release spec that has some.
-	Sources ValuesSources
+	Sources observe.ValuesSources
 	// State holds the config in force (it changes on reload) and the
 	// namespaces garbage collection looks in.
 	State *ConfigState
@@ -68,18 +47,15 @@ type ReconcilerOptions struct {
 	Events  record.EventRecorder
 }
 
-// Reconciler observes one spec, decides with plan.Plan, and applies the
-// steps, one spec at a time. It holds no per-spec state: every call starts
-// from a live read of the cluster.
+// Reconciler runs one queue key through observe → plan → apply: the
+// Observer reads, plan.Decide decides, the Applier acts. It holds no
+// per-spec state beyond what its Observer shares with the pass: every call
+// starts from a live read of the cluster.
 type Reconciler struct {
-	opts   ReconcilerOptions
-	charts *chartIdentities
-	// admissions and claims serve selector specs: the objects each serves
-	// within maxObjects, and who claims which object under the config in
-	// force. locks keep a spec's own key apart from its objects' keys.
-	admissions admissions
-	claims     atomic.Pointer[plan.ClaimIndex]
-	locks      specLocks
+	opts     ReconcilerOptions
+	observer *observe.Observer
+	applier  *apply.Applier
+	locks    specLocks
 }
 
 // NewReconciler returns a Reconciler with everything it needs.
@@ -87,11 +63,26 @@ func NewReconciler(opts ReconcilerOptions) *Reconciler {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Reconciler{opts: opts, charts: &chartIdentities{source: opts.Charts}}
+	r := &Reconciler{opts: opts}
+	var ops apply.Operations
+	if opts.Metrics != nil {
+		ops = opts.Metrics
+	}
+	r.observer = observe.New(observe.Options{Releases: opts.Helm, Records: opts.Inventory, Triggers: opts.Triggers,
+		Sources: opts.Sources, Charts: opts.Charts, GCNamespaces: opts.State.GCNamespaces, StaleAfter: opts.StaleAfter,
+		Now: opts.Now, Log: opts.Log})
+	r.applier = apply.New(apply.Options{Helm: opts.Helm, Charts: r.observer.LoadChart,
+		ConfigDir: func() string { return opts.State.Config().Dir }, Events: opts.Events, Operations: ops, Log: opts.Log})
+	return r
 }
 
 // State is the config state the Reconciler decides with.
 func (r *Reconciler) State() *ConfigState { return r.opts.State }
+
+// Observer is what the Reconciler reads with; the periodic pass reads
+// through it too, so that both share what one observation tells the next
+// (the claim index, chart identities, selector admissions).
+func (r *Reconciler) Observer() *observe.Observer { return r.observer }
 
 // ErrBusy says the key was not reconciled because another key of its spec
 // was being reconciled that may not run beside it (see specLocks): the
@@ -99,254 +90,7 @@ func (r *Reconciler) State() *ConfigState { return r.opts.State }
 var ErrBusy = errors.New("another reconcile of this spec is running")
 
 // ErrStepFailed marks a failure of one release spec; the others went ahead.
-var ErrStepFailed = errors.New("release step failed")
-
-// observed is one spec's observation, with what applying it needs beside
-// the decision: the trigger's reference for Events and the local charts
-// already loaded (a fresh load per operation; Helm mutates what it installs).
-type observed struct {
-	plan.Observation
-	ref    *corev1.ObjectReference
-	loaded map[string]*chart.Chart // release spec id -> chart
-	// trigger is the trigger's state as decided (conflict and over-limit included).
-	trigger plan.TriggerState
-	// unattributed marks the releases of a selector spec that name no object.
-	unattributed bool
-	// sources reads each values source once for the whole observation.
-	sources *sourceCache
-}
-
-// observe reads everything the decision for one spec needs, or for one
-// object of a selector spec (obj not zero). An error means nothing can be
-// decided (the trigger or every namespace unreadable); failures of one
-// release spec are in its ReleaseSpecObservation.
-func (r *Reconciler) observe(ctx context.Context, cfg *config.Config, specName string, obj format.Object) (*observed, error) {
-	spec := cfg.Specs[specName]
-	if spec != nil && !obj.IsZero() {
-		var err error
-		if spec, err = spec.ForObject(specName, obj.Namespace, obj.Name); err != nil {
-			return nil, err
-		}
-	}
-	o := &observed{Observation: plan.Observation{Spec: specName, Config: spec, Object: obj, Instance: r.opts.Helm.Instance(),
-		ReleaseSpecs: map[string]plan.ReleaseSpecObservation{}, StaleAfter: r.opts.StaleAfter},
-		loaded: map[string]*chart.Chart{}, sources: newSourceCache(r.opts.Sources)}
-	// A namespace whose records cannot be read fails the release specs
-	// that live there; the others are decided from what could be read.
-	var current []*format.Release
-	var err error
-	if obj.IsZero() {
-		current, err = r.opts.Helm.SpecReleases(ctx, r.opts.State.GCNamespaces(), specName)
-	} else {
-		current, err = r.opts.Helm.ObjectReleases(ctx, r.opts.State.GCNamespaces(), specName, obj)
-	}
-	unread := helmops.FailedNamespaces(err)
-	if err != nil && unread == nil {
-		return nil, fmt.Errorf("cannot read releases of spec %s: %w", specName, err)
-	}
-	o.Current = current
-	if len(unread) > 0 {
-		var nerr *helmops.NamespacesError
-		errors.As(err, &nerr)
-		o.Unread = nerr.Failed
-	}
-	if spec == nil {
-		o.Now = r.opts.Now()
-		return o, nil
-	}
-	if !obj.IsZero() {
-		o.OutOfScope = !cfg.Covers(cfg.Specs[specName].Trigger, obj.Namespace)
-	}
-	if !o.OutOfScope {
-		// An object out of scope is decided from the config alone: its
-		// namespace may no longer be readable at all.
-		if o.Trigger, o.ref, err = r.opts.Triggers.Get(ctx, spec.Trigger); err != nil {
-			return nil, err
-		}
-	}
-	t := spec.Trigger
-	if o.Trigger.Found {
-		// Who else claims this object is judged from its labels as read now.
-		self := obj
-		if self.IsZero() {
-			self = format.Object{Namespace: t.Namespace, Name: t.Name}
-		}
-		o.Claimants = r.claimIndex(cfg).Claimants(t.Group, t.Resource, self, o.Trigger.Labels)
-	}
-	o.trigger, _ = plan.TriggerOf(o.Observation)
-	if !obj.IsZero() && o.trigger.Wanted() && len(o.Current) == 0 {
-		if o.OverLimit, err = r.overLimit(ctx, cfg, specName, obj); err != nil {
-			return nil, err
-		}
-		o.trigger, _ = plan.TriggerOf(o.Observation)
-	}
-	free := r.freeNames(ctx, o, spec)
-	for _, id := range spec.ReleaseSpecIDs() {
-		rs := spec.ReleaseSpecs[id]
-		if o.Unread[rs.Namespace] != nil {
-			continue
-		}
-		o.ReleaseSpecs[id] = r.observeReleaseSpec(ctx, o, id, rs, o.trigger.Wanted(), free[rs.Namespace+"/"+rs.ReleaseName], cfg.Dir)
-	}
-	o.Now = r.opts.Now()
-	return o, nil
-}
-
-// ownsName reports whether one of the observed releases has the name
-// release spec rs wants.
-func ownsName(o *observed, rs *config.ReleaseSpec) bool {
-	for _, c := range o.Current {
-		if plan.Wants(rs, c.Namespace, c.Name) {
-			return true
-		}
-	}
-	return false
-}
-
-// freeNames are the names ("namespace/name") that release specs of spec
-// want, that none of its releases has, and that no release record at all
-// uses: one metadata LIST per namespace instead of a Lookup per release
-// spec, the common case of a first install. A name it cannot vouch for
-// (the LIST failed, or a record exists) is looked up as before.
-func (r *Reconciler) freeNames(ctx context.Context, o *observed, spec *config.Spec) map[string]bool {
-	byNS := map[string][]string{}
-	for _, id := range spec.ReleaseSpecIDs() {
-		rs := spec.ReleaseSpecs[id]
-		if o.Unread[rs.Namespace] == nil && !ownsName(o, rs) {
-			byNS[rs.Namespace] = append(byNS[rs.Namespace], rs.ReleaseName)
-		}
-	}
-	free := map[string]bool{}
-	for ns, names := range byNS {
-		inUse, err := r.opts.Helm.NamesInUse(ctx, ns, names)
-		if err != nil {
-			continue
-		}
-		for _, n := range names {
-			if !inUse[n] {
-				free[ns+"/"+n] = true
-			}
-		}
-	}
-	return free
-}
-
-func (r *Reconciler) observeReleaseSpec(ctx context.Context, o *observed, id string, rs *config.ReleaseSpec, wanted, free bool, configDir string) plan.ReleaseSpecObservation {
-	var ro plan.ReleaseSpecObservation
-	if !free && !ownsName(o, rs) {
-		// Not ours under this spec: is the name taken by someone else
-		// (another tool, spec or autox instance)?
-		other, err := r.opts.Helm.Lookup(ctx, rs.Namespace, rs.ReleaseName)
-		if err != nil {
-			ro.Err = err
-			return ro
-		}
-		ro.Other = other
-	}
-	if !wanted {
-		return ro // an unwanted trigger's releases go, whatever their sources hold
-	}
-	if len(rs.ValuesFrom) > 0 {
-		if ro.Sources, ro.Err = o.sources.read(ctx, rs); ro.Err != nil {
-			return ro
-		}
-	}
-	ro.Chart = plan.ChartID{Name: rs.Chart.Name, Version: rs.Chart.Version}
-	if rs.Chart.Path != "" {
-		// Only a local chart must be read to learn its name and version;
-		// a repository chart names them in the config, and is fetched
-		// only when an operation needs it.
-		ch, chartID, err := r.charts.load(ctx, rs.Chart, configDir)
-		if err != nil {
-			ro.Err = err
-			return ro
-		}
-		ro.Chart, o.loaded[id] = chartID, ch
-	}
-	return ro
-}
-
-// DryRun observes one queue key and decides, changing nothing: a spec, or
-// one object of a selector spec; for a selector spec's own key, every
-// object it lists or has releases for. Steps come in the order they are
-// applied. An error returned with steps is the failure of some release specs
-// only; an error without steps means nothing could be decided (e.g. the
-// trigger read failed).
-func (r *Reconciler) DryRun(ctx context.Context, key string) ([]plan.Step, error) {
-	return r.dryRun(ctx, r.opts.State.Config(), key)
-}
-
-func (r *Reconciler) dryRun(ctx context.Context, cfg *config.Config, key string) ([]plan.Step, error) {
-	specName, obj := parseKey(key)
-	if spec := cfg.Specs[specName]; obj.IsZero() && spec != nil && spec.Trigger.IsSelector() {
-		return r.dryRunSelector(ctx, cfg, specName)
-	}
-	o, err := r.observe(ctx, cfg, specName, obj)
-	if err != nil {
-		return nil, err
-	}
-	return r.decide(o)
-}
-
-// dryRunSelector decides every object of a selector spec, and the spec's
-// releases that name no object.
-func (r *Reconciler) dryRunSelector(ctx context.Context, cfg *config.Config, specName string) ([]plan.Step, error) {
-	objs, unattributed, err := r.selectorObjects(ctx, cfg, specName)
-	if err != nil {
-		return nil, err
-	}
-	steps, err := r.decide(r.unattributed(specName, unattributed))
-	errs := []error{err}
-	for _, o := range objs {
-		s, err := r.dryRun(ctx, cfg, ObjectKey(specName, o))
-		steps = append(steps, s...)
-		errs = append(errs, err)
-	}
-	return steps, errors.Join(errs...)
-}
-
-// unattributed is the observation of a selector spec's releases that name
-// no object (made while the spec named one trigger): no object wants them,
-// so they are decided like the releases of a removed spec.
-func (r *Reconciler) unattributed(specName string, rels []*format.Release) *observed {
-	return &observed{Observation: plan.Observation{Spec: specName, Instance: r.opts.Helm.Instance(), Current: rels,
-		Now: r.opts.Now(), StaleAfter: r.opts.StaleAfter}, trigger: plan.TriggerSpecRemoved, unattributed: true}
-}
-
-// decide runs the pure plan and turns its failures into errors and Events.
-func (r *Reconciler) decide(o *observed) ([]plan.Step, error) {
-	res := plan.Decide(o.Observation)
-	if o.unattributed {
-		for i := range res.Steps {
-			res.Steps[i].Reason = "made by this spec before it had a selector: no object's release"
-		}
-	}
-	errs := []error{res.Incomplete}
-	if res.Incomplete != nil {
-		errs[0] = fmt.Errorf("%w: %w", ErrStepFailed, res.Incomplete)
-	}
-	for _, f := range res.Failed {
-		err := fmt.Errorf("%w: release spec %s (release %s/%s): %w", ErrStepFailed, f.ReleaseSpec, f.Namespace, f.Release, f.Err)
-		if !o.Object.IsZero() {
-			err = fmt.Errorf("%w: object %s, release spec %s (release %s/%s): %w", ErrStepFailed, o.Object, f.ReleaseSpec, f.Namespace, f.Release, f.Err)
-		}
-		errs = append(errs, err)
-		reason := "ReleaseFailed"
-		var source *plan.SourceError
-		if errors.As(f.Err, &source) {
-			// A values source missing or unreadable: the release runs on as it is.
-			reason = "ValuesSourceFailed"
-		}
-		r.event(o.ref, corev1.EventTypeWarning, reason, "%s", err.Error())
-	}
-	switch res.Trigger {
-	case plan.TriggerConflict:
-		r.event(o.ref, corev1.EventTypeWarning, "TriggerConflict", "%s", res.TriggerReason)
-	case plan.TriggerOverLimit:
-		r.event(o.ref, corev1.EventTypeWarning, "TriggerOverLimit", "spec %s: %s", o.Spec, res.TriggerReason)
-	}
-	return res.Steps, errors.Join(errs...)
-}
+var ErrStepFailed = apply.ErrStepFailed
 
 // Reconcile observes one queue key, decides and applies the steps. A
 // failing release step does not stop the others; the returned error (if
@@ -384,15 +128,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) (follow []string
 	case obj.IsZero() && spec != nil && spec.Trigger.IsSelector():
 		return r.sweep(ctx, cfg, specName, start)
 	}
-	o, err := r.observe(ctx, cfg, specName, obj)
+	o, err := r.observer.Observe(ctx, cfg, specName, obj)
 	if err != nil {
 		r.opts.Log.Error().Err(err).Str("spec", specName).Str("object", obj.String()).Msg("cannot decide; nothing changed")
 		r.count(specName, err, start)
 		return nil, err
 	}
 	err = r.run(ctx, o, start)
-	if !obj.IsZero() && !o.trigger.Wanted() && o.trigger != plan.TriggerConflict {
-		r.admissions.leave(specName, obj)
+	if !obj.IsZero() && !o.State.Wanted() && o.State != plan.TriggerConflict {
+		r.observer.Admissions().Leave(specName, obj)
 	}
 	return nil, err
 }
@@ -402,7 +146,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) (follow []string
 // handed back to be reconciled on its own key. A listing that fails
 // decides nothing.
 func (r *Reconciler) sweep(ctx context.Context, cfg *config.Config, specName string, start time.Time) ([]string, error) {
-	objs, unattributed, err := r.selectorObjects(ctx, cfg, specName)
+	objs, unattributed, err := r.observer.SelectorObjects(ctx, cfg, specName)
 	if err != nil {
 		r.opts.Log.Error().Err(err).Str("spec", specName).Msg("cannot list the objects of a selector spec; nothing changed")
 		r.count(specName, err, start)
@@ -412,13 +156,13 @@ func (r *Reconciler) sweep(ctx context.Context, cfg *config.Config, specName str
 	for _, o := range objs {
 		follow = append(follow, ObjectKey(specName, o))
 	}
-	return follow, r.run(ctx, r.unattributed(specName, unattributed), start)
+	return follow, r.run(ctx, r.observer.Unattributed(specName, unattributed), start)
 }
 
-// run decides an observation and applies its steps.
-func (r *Reconciler) run(ctx context.Context, o *observed, start time.Time) error {
-	steps, planErr := r.decide(o)
-	errs := append([]error{planErr}, r.applyAll(ctx, o, steps)...)
+// run decides an observation and applies its plan.
+func (r *Reconciler) run(ctx context.Context, o *observe.Observed, start time.Time) error {
+	p := plan.Decide(o.Observation)
+	errs := append([]error{r.applier.Report(o, p)}, r.applier.Apply(ctx, o, p.Steps)...)
 	err := errors.Join(errs...)
 	r.count(o.Spec, err, start)
 	ev := r.opts.Log.Debug()
@@ -428,50 +172,8 @@ func (r *Reconciler) run(ctx context.Context, o *observed, start time.Time) erro
 	if !o.Object.IsZero() {
 		ev = ev.Str("object", o.Object.String())
 	}
-	ev.Str("spec", o.Spec).Dur("duration", time.Since(start)).Int("releases", len(steps)).Msg("spec reconciled")
+	ev.Str("spec", o.Spec).Dur("duration", time.Since(start)).Int("releases", len(p.Steps)).Msg("spec reconciled")
 	return err
-}
-
-// stepsInParallel bounds the release operations of one spec that run at
-// once. The workers bound the specs; this bounds what one spec with many
-// release specs adds, so its share of the API server stays that of a few.
-const stepsInParallel = 4
-
-// applyAll applies one spec's steps and returns their errors in step order.
-// Steps on different releases are independent, except that removals (the
-// uninstalls the plan puts first) may free a name or objects that a release
-// spec's step needs: so the leading uninstalls run first, then the other
-// steps, each group stepsInParallel at a time. A step not yet started when
-// ctx ends is not started (cancelled past the shutdown timeout or by a
-// fenced term); the others finish.
-func (r *Reconciler) applyAll(ctx context.Context, o *observed, steps []plan.Step) []error {
-	errs := make([]error, len(steps))
-	removals := 0
-	for removals < len(steps) && steps[removals].Action == plan.ActionUninstall {
-		removals++
-	}
-	for _, group := range [][2]int{{0, removals}, {removals, len(steps)}} {
-		var wg sync.WaitGroup
-		slots := make(chan struct{}, stepsInParallel)
-		for i := group[0]; i < group[1]; i++ {
-			slots <- struct{}{}
-			if ctx.Err() != nil {
-				<-slots
-				s := steps[i]
-				errs[i] = fmt.Errorf("release %s/%s not changed: %w", s.Namespace, s.Release, ctx.Err())
-				continue
-			}
-			wg.Add(1)
-			go func(i int) {
-				defer func() { <-slots; wg.Done() }()
-				if err := r.apply(ctx, o, steps[i]); err != nil {
-					errs[i] = fmt.Errorf("%w: %w", ErrStepFailed, err)
-				}
-			}(i)
-		}
-		wg.Wait()
-	}
-	return errs
 }
 
 // count records one reconcile of a spec, failed ones included (a trigger
@@ -488,106 +190,4 @@ func (r *Reconciler) count(specName string, err error, start time.Time) {
 		r.opts.Metrics.reconciles.WithLabelValues(specName, result(err)).Inc()
 	}
 	r.opts.Metrics.reconcileDuration.Observe(time.Since(start).Seconds())
-}
-
-func (r *Reconciler) apply(ctx context.Context, o *observed, s plan.Step) error {
-	log := r.opts.Log.With().Str("spec", s.Spec).Str("releaseSpec", s.ReleaseSpec).Str("release", s.Release).
-		Str("namespace", s.Namespace).Str("action", string(s.Action)).Str("reason", s.Reason).Logger()
-	start := time.Now()
-	var (
-		rev int
-		err error
-	)
-	switch s.Action {
-	case plan.ActionNone:
-		log.Debug().Int("revision", s.Revision).Msg("nothing to do for release")
-		return nil
-	case plan.ActionWait:
-		log.Info().Int("revision", s.Revision).Msg("waiting: release is locked by another operation")
-		return nil
-	case plan.ActionConflict:
-		if o.trigger == plan.TriggerConflict {
-			log.Warn().Msg("trigger object claimed by more than one spec; leaving its releases alone")
-			return nil // one TriggerConflict Event says it for the object
-		}
-		log.Warn().Msg("release name taken by a release autox does not own; leaving it alone")
-		r.event(o.ref, corev1.EventTypeWarning, "ReleaseConflict", "release %s/%s is not this autox's: %s; autox leaves it alone", s.Namespace, s.Release, s.Reason)
-		return nil
-	case plan.ActionInstall, plan.ActionUpgrade, plan.ActionReinstall:
-		rev, err = r.install(ctx, o, s)
-	case plan.ActionUninstall:
-		err = r.opts.Helm.Uninstall(ctx, s.Namespace, s.Release, s.Hide)
-		rev = s.Revision
-	case plan.ActionRollback:
-		err = r.opts.Helm.Rollback(ctx, s.Namespace, s.Release, s.RollbackTo, s.Hide)
-		rev = s.Revision + 1
-	default:
-		return fmt.Errorf("unknown action %q", s.Action)
-	}
-	// helmops redacts its own errors; a chart load or anything else on the
-	// way is redacted here, before the log and the Event see it.
-	err = s.Hide.Error(err)
-	ev := log.Info()
-	if err != nil {
-		ev = log.Error().Err(err)
-	}
-	ev.Int("revision", rev).Dur("duration", time.Since(start)).Msg("release " + string(s.Action))
-	if r.opts.Metrics != nil {
-		r.opts.Metrics.helmOperations.WithLabelValues(string(s.Action), result(err)).Inc()
-	}
-	if err != nil {
-		r.event(o.ref, corev1.EventTypeWarning, "ReleaseFailed", "%s of release %s/%s failed: %v", s.Action, s.Namespace, s.Release, err)
-	} else {
-		r.event(o.ref, corev1.EventTypeNormal, eventReasons[s.Action], "%s release %s/%s (revision %d): %s", pastTense[s.Action], s.Namespace, s.Release, rev, s.Reason)
-	}
-	return err
-}
-
-// install runs an install, upgrade or reinstall of the step's desired
-// release, loading a repository chart first: the decision did not need it.
-func (r *Reconciler) install(ctx context.Context, o *observed, s plan.Step) (int, error) {
-	ref := o.Config.ReleaseSpecs[s.ReleaseSpec].Chart
-	ch := o.loaded[s.ReleaseSpec]
-	if ch == nil {
-		var id plan.ChartID
-		var err error
-		if ch, id, err = r.charts.load(ctx, ref, r.opts.State.Config().Dir); err != nil {
-			return 0, err
-		}
-		// Otherwise every pass would see a difference and upgrade again.
-		if id.Name != ref.Name || id.Version != ref.Version {
-			return 0, fmt.Errorf("chart %s %s from %s is named %s %s in its Chart.yaml; fix the repository or the config",
-				ref.Name, ref.Version, ref.Repo, id.Name, id.Version)
-		}
-	}
-	d := helmops.Desired{Spec: s.Spec, ReleaseSpec: s.ReleaseSpec, Object: o.Object, Name: s.Release, Namespace: s.Namespace, Chart: ch,
-		Values: s.Desired.Values, Digest: s.Desired.Digest, Revision: s.Desired.Revision, Redact: s.Hide}
-	switch s.Action {
-	case plan.ActionInstall:
-		return r.opts.Helm.Install(ctx, d)
-	case plan.ActionUpgrade:
-		return r.opts.Helm.Upgrade(ctx, d)
-	default:
-		return r.opts.Helm.Reinstall(ctx, d)
-	}
-}
-
-var eventReasons = map[plan.Action]string{
-	plan.ActionInstall: "ReleaseInstalled", plan.ActionUpgrade: "ReleaseUpgraded", plan.ActionReinstall: "ReleaseReinstalled",
-	plan.ActionUninstall: "ReleaseUninstalled", plan.ActionRollback: "ReleaseRolledBack",
-}
-
-var pastTense = map[plan.Action]string{
-	plan.ActionInstall: "installed", plan.ActionUpgrade: "upgraded", plan.ActionReinstall: "reinstalled",
-	plan.ActionUninstall: "uninstalled", plan.ActionRollback: "rolled back",
-}
-
-// event records a Kubernetes Event on the trigger object, when there is one:
-// a removed trigger has nothing to attach to, and logs cover it. Messages
-// name releases and reasons, never values.
-func (r *Reconciler) event(ref *corev1.ObjectReference, eventType, reason, format string, args ...interface{}) {
-	if r.opts.Events == nil || ref == nil {
-		return
-	}
-	r.opts.Events.Eventf(ref, eventType, reason, format, args...)
 }

@@ -14,11 +14,12 @@ import (
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/releasetest"
+	"github.com/autox-dev/autox/triggers/observe"
 )
 
 // countingSources counts the live reads of each values source.
 type countingSources struct {
-	ValuesSources
+	observe.ValuesSources
 	mu    sync.Mutex
 	reads map[string]int
 }
@@ -73,7 +74,7 @@ specs:
 	}
 	h.halt()
 
-	counter := &countingSources{ValuesSources: SourceReader{Client: cluster.Client}, reads: map[string]int{}}
+	counter := &countingSources{ValuesSources: observe.SourceReader{Client: cluster.Client}, reads: map[string]int{}}
 	h.sources = counter
 	h.start(cfg, time.Hour)
 	h.waitPass()
@@ -108,11 +109,11 @@ func TestSourceUsers(t *testing.T) {
 		"exp":   {Trigger: config.Trigger{Version: "v1", Resource: "configmaps", Selector: sel, Labels: []string{}, MaxObjects: 10}, ReleaseSpecs: rs("")},
 		"fixed": {Trigger: config.Trigger{Version: "v1", Resource: "configmaps", Selector: sel, Labels: []string{}, MaxObjects: 10}, ReleaseSpecs: rs("ops")},
 	}}
-	secret := func(ns string) informerKey {
-		return informerKey{GVR: sourceGVR(config.KindSecret), Namespace: ns, Name: "creds"}
+	secret := func(ns string) observe.ListKey {
+		return observe.ListKey{GVR: observe.SourceGVR(config.KindSecret), Namespace: ns, Name: "creds"}
 	}
 	users := sourceUsers(cfg)
-	want := map[informerKey][]sourceUser{
+	want := map[observe.ListKey][]sourceUser{
 		secret("a"):   {{spec: "exp", perObject: true, objectNamespace: "a"}, {spec: "web"}},
 		secret("b"):   {{spec: "exp", perObject: true, objectNamespace: "b"}},
 		secret("ops"): {{spec: "exp", perObject: true, objectNamespace: "ops"}, {spec: "fixed"}},
@@ -153,7 +154,7 @@ func TestSourceUsers(t *testing.T) {
 	if got := drain(); len(got) != 2 || got[0] != "exp" || got[1] != "web" {
 		t.Errorf("keys before exp was listed: %v, want its sweep and web", got)
 	}
-	rec.admissions.set("exp", admissionIdentity(cfg, cfg.Specs["exp"].Trigger),
+	rec.Observer().Admissions().Set("exp", observe.Identity(cfg, cfg.Specs["exp"].Trigger),
 		map[format.Object]bool{{Namespace: "a", Name: "x"}: true, {Namespace: "a", Name: "y"}: true, {Namespace: "b", Name: "z"}: true}, 100)
 	c.onSourceEvent(secret("a"), "a", "creds")
 	c.onSourceEvent(secret("a"), "a", "creds") // coalesced with the first
@@ -179,7 +180,7 @@ func TestSourceReader(t *testing.T) {
 		StringData: map[string]string{"token": "tok"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r := SourceReader{Client: cluster.Client}
+	r := observe.SourceReader{Client: cluster.Client}
 	found, data, err := r.Get(ctx, config.KindConfigMap, ns, "cm")
 	if err != nil || !found || data["values.yaml"] != "a: 1" || data["blob"] != "b: 2" {
 		t.Errorf("ConfigMap: %v %v %v", found, data, err)
@@ -258,8 +259,8 @@ func TestNoSecretSources(t *testing.T) {
 		Data: map[string]string{"values.yaml": "a: 1"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	inner := &countingSources{ValuesSources: SourceReader{Client: cluster.Client}, reads: map[string]int{}}
-	r := NoSecretSources{Sources: inner}
+	inner := &countingSources{ValuesSources: observe.SourceReader{Client: cluster.Client}, reads: map[string]int{}}
+	r := observe.NoSecretSources{Sources: inner}
 	if _, _, err := r.Get(context.Background(), config.KindSecret, ns, "creds"); err == nil || !strings.Contains(err.Error(), "--storage-driver secret") || len(inner.count()) != 0 {
 		t.Errorf("Secret: %v after reads %v, want a refusal naming the flag and no read", err, inner.count())
 	}

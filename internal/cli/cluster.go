@@ -22,6 +22,7 @@ import (
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/triggers"
+	"github.com/autox-dev/autox/triggers/observe"
 )
 
 // clusterFlags are the flags of every command that talks to the cluster.
@@ -115,7 +116,7 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts helmops.ChartSource, helmTimeout time.Duration,
 	m *triggers.Metrics, events record.EventRecorder, log zerolog.Logger) *triggers.Reconciler {
 	return triggers.NewReconciler(triggers.ReconcilerOptions{
-		Helm: d.helm, Charts: charts, Triggers: triggers.TriggerReader{Client: d.meta, Mapper: d.mapper}, Inventory: d.inv,
+		Helm: d.helm, Charts: charts, Triggers: observe.TriggerReader{Client: d.meta, Mapper: d.mapper}, Inventory: d.inv,
 		Sources: d.sources(),
 		State:   state, StaleAfter: helmTimeout + 30*time.Second, Log: log, Metrics: m, Events: events,
 	})
@@ -123,10 +124,10 @@ func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts helmops.Cha
 
 // sources reads valuesFrom objects; Secrets only when release records are
 // Secrets too.
-func (d *clusterDeps) sources() triggers.ValuesSources {
-	var src triggers.ValuesSources = triggers.SourceReader{Client: d.client}
+func (d *clusterDeps) sources() observe.ValuesSources {
+	var src observe.ValuesSources = observe.SourceReader{Client: d.client}
 	if d.storageDriver == helmops.DriverConfigMap {
-		src = triggers.NoSecretSources{Sources: src}
+		src = observe.NoSecretSources{Sources: src}
 	}
 	return src
 }

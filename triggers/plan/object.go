@@ -89,3 +89,21 @@ func (x *ClaimIndex) Claimants(group, resource string, o format.Object, labels m
 	sort.Strings(out)
 	return out
 }
+
+// WantedObjects turns one live listing of a selector spec's objects into
+// those it wants: selected with every trigger label set, and claimed by no
+// other spec.
+func WantedObjects(idx *ClaimIndex, spec *config.Spec, listed map[format.Object]TriggerRead) []format.Object {
+	t := spec.Trigger
+	var out []format.Object
+	for o, obs := range listed {
+		if st, _ := Evaluate(t, obs); !st.Wanted() {
+			continue
+		}
+		if len(idx.Claimants(t.Group, t.Resource, o, obs.Labels)) > 1 {
+			continue // in conflict: served by no spec
+		}
+		out = append(out, o)
+	}
+	return out
+}

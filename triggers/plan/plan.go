@@ -39,6 +39,10 @@ type Observation struct {
 	// OverLimit says the object is past its selector spec's maxObjects in
 	// the last listing: it gets nothing new and keeps what it has.
 	OverLimit bool
+	// Unattributed says Current are a selector spec's releases that name no
+	// object (made while it named one trigger): no object wants them, and
+	// Config is nil, so they are decided like those of a removed spec.
+	Unattributed bool
 	// Current are the spec's own releases in the namespaces that could be read.
 	Current []*format.Release
 	// Unread maps a namespace whose release records could not be read to the
@@ -164,6 +168,11 @@ func Decide(o Observation) Plan {
 		}
 		res.Steps = append(res.Steps, Step{Action: action, Spec: o.Spec, ReleaseSpec: rel.ReleaseSpec, Release: rel.Name,
 			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, Object: releaseObject(rel), Hide: redactorOf(nil, rel, nil)})
+	}
+	if o.Unattributed {
+		for i := range res.Steps {
+			res.Steps[i].Reason = "made by this spec before it had a selector: no object's release"
+		}
 	}
 	if spec == nil {
 		if len(o.Unread) > 0 {

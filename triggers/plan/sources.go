@@ -27,10 +27,49 @@ type SourceValue struct {
 	Data map[string]string
 }
 
-// SourcesOf returns the reads of a release spec's valuesFrom entries, in
-// their order, or false when they could not all be read; InSync is then not
-// sure, and the full reconcile reads and reports them.
-type SourcesOf func(releaseSpec string) ([]SourceValue, bool)
+// SourceKey names one values source object: what a pass reads once, however
+// many release specs share it.
+type SourceKey struct{ Kind, Namespace, Name string }
+
+// SourceRead is what a live read of one values source object found, or the
+// error that stopped it (nothing is taken for absent).
+type SourceRead struct {
+	Found bool
+	// Data is the object's content by key. It may hold secrets: never log it.
+	Data map[string]string
+	Err  error
+}
+
+// Sources are the reads of a pass (or of one observation), each object
+// once. A key absent from the map was not read.
+type Sources map[SourceKey]SourceRead
+
+// KeysOf are the objects release spec rs reads its values from, in its
+// valuesFrom order: in the release's namespace.
+func KeysOf(rs *config.ReleaseSpec) []SourceKey {
+	out := make([]SourceKey, 0, len(rs.ValuesFrom))
+	for _, ref := range rs.ValuesFrom {
+		out = append(out, SourceKey{Kind: ref.Kind, Namespace: rs.Namespace, Name: ref.Name})
+	}
+	return out
+}
+
+// Of returns the reads of rs's valuesFrom entries, in their order: a
+// *SourceError for one that failed, and ok false when one was not read.
+func (s Sources) Of(rs *config.ReleaseSpec) (values []SourceValue, ok bool, err error) {
+	out := make([]SourceValue, 0, len(rs.ValuesFrom))
+	for _, ref := range rs.ValuesFrom {
+		r, read := s[SourceKey{Kind: ref.Kind, Namespace: rs.Namespace, Name: ref.Name}]
+		if !read {
+			return nil, false, nil
+		}
+		if r.Err != nil {
+			return nil, true, NewSourceError(ref, rs.Namespace, r.Err)
+		}
+		out = append(out, SourceValue{Ref: ref, Namespace: rs.Namespace, Found: r.Found, Data: r.Data})
+	}
+	return out, true, nil
+}
 
 // SourceError is a values source that fails its release spec: missing,
 // unreadable or not a YAML map. It names the reference — kind, namespace,

@@ -298,21 +298,21 @@ func TestInSyncWithSources(t *testing.T) {
 	digest, _ := format.Digest("hello", "1.0.0", m.Values)
 	rec := []format.Record{{Name: "web-a", Namespace: "ns", Spec: "web", ReleaseSpec: "a", Revision: 2, Status: "deployed", Digest: digest, AutoxRevision: 2}}
 	ids := map[string]ChartID{"a": {"hello", "1.0.0"}}
-	of := func(s []SourceValue, ok bool) SourcesOf {
-		return func(id string) ([]SourceValue, bool) { return s, ok && id == "a" }
-	}
-	if !InSync("web", spec, format.Object{}, labelled, rec, ids, of(read, true)) {
-		t.Error("same sources: not in sync")
-	}
-	if InSync("web", spec, format.Object{}, labelled, rec, ids, of([]SourceValue{secret("creds", "values.yaml", "pw: two")}, true)) {
-		t.Error("changed Secret: in sync")
-	}
-	if InSync("web", spec, format.Object{}, labelled, rec, ids, of(read, false)) || InSync("web", spec, format.Object{}, labelled, rec, ids, nil) {
-		t.Error("unread sources: in sync")
-	}
-	gone := read[0]
-	gone.Found = false
-	if InSync("web", spec, format.Object{}, labelled, rec, ids, of([]SourceValue{gone}, true)) {
-		t.Error("missing Secret: in sync")
+	creds := SourceKey{Kind: config.KindSecret, Namespace: "ns", Name: "creds"}
+	of := func(r SourceRead) Sources { return Sources{creds: r} }
+	for _, tc := range []struct {
+		name    string
+		sources Sources
+		want    bool
+	}{
+		{"same sources", of(SourceRead{Found: true, Data: map[string]string{"values.yaml": "pw: one"}}), true},
+		{"changed Secret", of(SourceRead{Found: true, Data: map[string]string{"values.yaml": "pw: two"}}), false},
+		{"unreadable Secret", of(SourceRead{Err: errors.New("forbidden")}), false},
+		{"unread sources", nil, false},
+		{"missing Secret", of(SourceRead{}), false},
+	} {
+		if got := InSync("web", spec, format.Object{}, labelled, rec, ids, tc.sources); got != tc.want {
+			t.Errorf("%s: InSync = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

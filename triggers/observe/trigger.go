@@ -1,4 +1,4 @@
-package triggers
+package observe
 
 import (
 	"context"
@@ -87,7 +87,7 @@ func resourceName(t config.Trigger) string {
 // List reads every trigger object of one (resource, namespace, selector)
 // live, in one request: what a periodic pass hands each spec instead of a
 // GET per trigger.
-func (r TriggerReader) List(ctx context.Context, k informerKey) (map[string]plan.TriggerRead, error) {
+func (r TriggerReader) List(ctx context.Context, k ListKey) (map[string]plan.TriggerRead, error) {
 	list, err := r.Client.Resource(k.GVR).Namespace(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: k.Selector})
 	if err != nil {
 		if k.Selector != "" {
@@ -102,38 +102,38 @@ func (r TriggerReader) List(ctx context.Context, k informerKey) (map[string]plan
 	return objs, nil
 }
 
-// informerKey is one (resource, namespace, label selector) watched and
+// ListKey is one (resource, namespace, label selector) watched and
 // listed; several triggers share it. Selector is "" for named triggers:
 // their informer sees every object of the namespace. Name is set for a
 // values source only: its informer watches that one object.
-type informerKey struct {
+type ListKey struct {
 	GVR       schema.GroupVersionResource
 	Namespace string
 	Selector  string
 	Name      string
 }
 
-// keyFor is the one place that says which (resource, namespace) a named
+// KeyFor is the one place that says which (resource, namespace) a named
 // trigger is in.
-func keyFor(t config.Trigger) informerKey {
-	return informerKey{GVR: GVR(t), Namespace: t.Namespace}
+func KeyFor(t config.Trigger) ListKey {
+	return ListKey{GVR: GVR(t), Namespace: t.Namespace}
 }
 
-// keysFor are the (resource, namespace, selector) a trigger's objects are
+// KeysFor are the (resource, namespace, selector) a trigger's objects are
 // listed and watched by: the named trigger's one, or one per namespace a
 // selector trigger covers. A selector that cannot be formatted (validation
 // rules that out) gets none: listing without it would select everything.
-func keysFor(cfg *config.Config, t config.Trigger) []informerKey {
+func KeysFor(cfg *config.Config, t config.Trigger) []ListKey {
 	if !t.IsSelector() {
-		return []informerKey{keyFor(t)}
+		return []ListKey{KeyFor(t)}
 	}
 	sel, err := metav1.LabelSelectorAsSelector(t.Selector)
 	if err != nil || sel.Empty() {
 		return nil
 	}
-	var out []informerKey
+	var out []ListKey
 	for _, ns := range cfg.TriggerNamespaces(t) {
-		out = append(out, informerKey{GVR: GVR(t), Namespace: ns, Selector: sel.String()})
+		out = append(out, ListKey{GVR: GVR(t), Namespace: ns, Selector: sel.String()})
 	}
 	return out
 }

@@ -12,16 +12,16 @@ type ChartID struct{ Name, Version string }
 // InSync reports, from the live trigger observation and the release records'
 // labels only, that a spec certainly needs no Helm call. For a selector
 // spec, spec is the spec as it applies to object obj (config.Spec.ForObject)
-// and recs are that object's records; obj is zero for a named spec. charts names the
-// chart of each release spec id the caller could identify; a missing one
-// means "not sure". sources gives what the pass read of each release spec's
-// valuesFrom (nil: nothing read), since the digest covers the merged values;
-// a release spec whose sources could not be read is "not sure" too. It
-// answers false whenever it cannot be sure; the spec then gets the full
-// reconcile, which decodes the releases and compares chart and values for real. It never answers true for a release another Helm
-// client changed: that write made a revision autox's revision label does not
-// name.
-func InSync(specName string, spec *config.Spec, obj format.Object, trig TriggerRead, recs []format.Record, charts map[string]ChartID, sources SourcesOf) bool {
+// and recs are that object's records; obj is zero for a named spec. charts
+// names the chart of each release spec id the caller could identify; a
+// missing one means "not sure". sources are what the pass read of the values
+// sources, since the digest covers the merged values: a release spec whose
+// sources were not read, or could not be, is "not sure" too. It makes no
+// call and answers false whenever it cannot be sure; the spec then gets the
+// full reconcile, which decodes the releases and compares chart and values
+// for real. It never answers true for a release another Helm client
+// changed: that write made a revision autox's revision label does not name.
+func InSync(specName string, spec *config.Spec, obj format.Object, trig TriggerRead, recs []format.Record, charts map[string]ChartID, sources Sources) bool {
 	state, _ := Evaluate(spec.Trigger, trig)
 	if !state.Wanted() {
 		return len(recs) == 0
@@ -39,14 +39,9 @@ func InSync(specName string, spec *config.Spec, obj format.Object, trig TriggerR
 		if !ok {
 			return false
 		}
-		var read []SourceValue
-		if len(rs.ValuesFrom) > 0 {
-			if sources == nil {
-				return false
-			}
-			if read, ok = sources(rec.ReleaseSpec); !ok {
-				return false
-			}
+		read, ok, err := sources.Of(rs)
+		if !ok || err != nil {
+			return false
 		}
 		merged, err := MergeValues(rs, read, spec.Trigger, trig.Labels)
 		if err != nil {

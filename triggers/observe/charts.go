@@ -1,4 +1,4 @@
-package triggers
+package observe
 
 import (
 	"context"
@@ -14,19 +14,24 @@ import (
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
-// chartIdentities names the charts release specs point at: a repository
+// ChartIdentities names the charts release specs point at: a repository
 // chart by its config, a local chart by what its Chart.yaml said when it was
 // last loaded (re-read only when its file changed), so that a quiet pass can
-// identify every chart without loading one.
-type chartIdentities struct {
+// identify every chart without loading one. Safe for concurrent use.
+type ChartIdentities struct {
 	source helmops.ChartSource
 	local  chartIDs
 }
 
-// id names the chart of ref without fetching it; a local chart unknown or
+// NewChartIdentities loads charts through source.
+func NewChartIdentities(source helmops.ChartSource) *ChartIdentities {
+	return &ChartIdentities{source: source}
+}
+
+// ID names the chart of ref without fetching it; a local chart unknown or
 // changed since last seen (e.g. after a restart) is read once. ok is false
 // when it cannot be read: the caller then cannot be sure of anything.
-func (c *chartIdentities) id(ref config.Chart, configDir string) (plan.ChartID, bool) {
+func (c *ChartIdentities) ID(ref config.Chart, configDir string) (plan.ChartID, bool) {
 	if ref.Path == "" {
 		return plan.ChartID{Name: ref.Name, Version: ref.Version}, true
 	}
@@ -34,12 +39,12 @@ func (c *chartIdentities) id(ref config.Chart, configDir string) (plan.ChartID, 
 	if name, version, ok := c.local.lookup(path); ok {
 		return plan.ChartID{Name: name, Version: version}, true
 	}
-	_, id, err := c.load(context.Background(), ref, configDir)
+	_, id, err := c.Load(context.Background(), ref, configDir)
 	return id, err == nil
 }
 
-// load loads a chart for an operation and remembers a local chart's identity.
-func (c *chartIdentities) load(ctx context.Context, ref config.Chart, configDir string) (*chart.Chart, plan.ChartID, error) {
+// Load loads a chart for an operation and remembers a local chart's identity.
+func (c *ChartIdentities) Load(ctx context.Context, ref config.Chart, configDir string) (*chart.Chart, plan.ChartID, error) {
 	ch, err := c.source.Load(ctx, ref, configDir)
 	if err != nil {
 		return nil, plan.ChartID{}, err

@@ -1,4 +1,4 @@
-package triggers
+package apply
 
 import (
 	"context"
@@ -12,10 +12,11 @@ import (
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/redact"
+	"github.com/autox-dev/autox/triggers/observe"
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
-// stepHelm records which operations run at once; only the parts applyAll
+// stepHelm records which operations run at once; only the parts Apply
 // uses are implemented.
 type stepHelm struct {
 	Helm
@@ -61,13 +62,13 @@ func (h *stepHelm) Uninstall(_ context.Context, _, name string, _ *redact.Redact
 	return h.op(name, true, func() error { return nil })
 }
 
-// A spec's steps run stepsInParallel at a time, the leading uninstalls
+// A spec's steps run StepsInParallel at a time, the leading uninstalls
 // (removed release specs) before the others; every step runs, and a failed
 // one is reported in its place without stopping the others.
-func TestApplyAllRunsStepsInParallelAfterRemovals(t *testing.T) {
+func TestApplyRunsStepsInParallelAfterRemovals(t *testing.T) {
 	h := &stepHelm{gate: make(chan struct{})}
 	spec := &config.Spec{ReleaseSpecs: map[string]*config.ReleaseSpec{}}
-	o := &observed{Observation: plan.Observation{Spec: "s", Config: spec}, loaded: map[string]*chart.Chart{}}
+	o := &observe.Observed{Observation: plan.Observation{Spec: "s", Config: spec}, Loaded: map[string]*chart.Chart{}}
 	var steps []plan.Step
 	for i := 0; i < 2; i++ {
 		steps = append(steps, plan.Step{Action: plan.ActionUninstall, Spec: "s", ReleaseSpec: fmt.Sprintf("gone%d", i), Release: fmt.Sprintf("gone%d", i), Namespace: "ns"})
@@ -78,13 +79,13 @@ func TestApplyAllRunsStepsInParallelAfterRemovals(t *testing.T) {
 			name = "bad"
 		}
 		spec.ReleaseSpecs[id] = &config.ReleaseSpec{ReleaseName: name, Namespace: "ns"}
-		o.loaded[id] = &chart.Chart{Metadata: &chart.Metadata{Name: "c", Version: "1"}}
+		o.Loaded[id] = &chart.Chart{Metadata: &chart.Metadata{Name: "c", Version: "1"}}
 		steps = append(steps, plan.Step{Action: plan.ActionInstall, Spec: "s", ReleaseSpec: id, Release: name, Namespace: "ns",
 			Desired: &plan.Desired{}})
 	}
-	r := NewReconciler(ReconcilerOptions{Helm: h, State: NewConfigState(&config.Config{Specs: map[string]*config.Spec{"s": spec}}), Log: zerolog.Nop()})
+	a := New(Options{Helm: h, Log: zerolog.Nop()})
 	result := make(chan []error)
-	go func() { result <- r.applyAll(context.Background(), o, steps) }()
+	go func() { result <- a.Apply(context.Background(), o, steps) }()
 	for range steps {
 		h.gate <- struct{}{}
 	}
@@ -95,8 +96,8 @@ func TestApplyAllRunsStepsInParallelAfterRemovals(t *testing.T) {
 	if h.installsDuringUninstall != 0 {
 		t.Errorf("%d installs started while a removal ran", h.installsDuringUninstall)
 	}
-	if h.most > stepsInParallel {
-		t.Errorf("%d operations at once, more than %d", h.most, stepsInParallel)
+	if h.most > StepsInParallel {
+		t.Errorf("%d operations at once, more than %d", h.most, StepsInParallel)
 	}
 	for i, err := range errs {
 		if (err != nil) != (steps[i].Release == "bad") {
@@ -106,14 +107,13 @@ func TestApplyAllRunsStepsInParallelAfterRemovals(t *testing.T) {
 }
 
 // A step not started when the context has ended is not started.
-func TestApplyAllStartsNothingAfterCancel(t *testing.T) {
+func TestApplyStartsNothingAfterCancel(t *testing.T) {
 	h := &stepHelm{gate: make(chan struct{})}
 	close(h.gate)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	steps := []plan.Step{{Action: plan.ActionUninstall, Release: "a", Namespace: "ns"}, {Action: plan.ActionUninstall, Release: "b", Namespace: "ns"}}
-	r := NewReconciler(ReconcilerOptions{Helm: h, State: NewConfigState(&config.Config{}), Log: zerolog.Nop()})
-	errs := r.applyAll(ctx, &observed{}, steps)
+	errs := New(Options{Helm: h, Log: zerolog.Nop()}).Apply(ctx, &observe.Observed{}, steps)
 	if len(h.done) != 0 {
 		t.Errorf("operations started after cancel: %v", h.done)
 	}

@@ -1,0 +1,54 @@
+package triggers
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/autox-dev/autox/helmops"
+)
+
+// cleanupOnStart uninstalls, before the first pass, the releases of specs and
+// release specs the config no longer has (DESIGN §4). It retries until the
+// inventory can be read: starting passes on a cluster we cannot read would
+// only fail too.
+func (c *Controller) cleanupOnStart(ctx, workCtx context.Context) {
+	backoff := wait.Backoff{Duration: c.opts.RetryBase, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: c.opts.RetryMax}
+	for {
+		specs, err := c.orphanSpecs(ctx)
+		if unread := helmops.FailedNamespaces(err); unread != nil {
+			// The namespaces that could be read are cleaned up now; the
+			// passes find the others' orphans once they can be read.
+			c.opts.Log.Error().Err(err).Msg("cannot list autox releases of some namespaces for start-up cleanup; cleaning up the others")
+			err = nil
+		}
+		if err == nil {
+			for _, name := range specs {
+				if ctx.Err() != nil {
+					return // stopping: start nothing new
+				}
+				// The workers are not running yet, so no other reconcile of
+				// this spec can overlap; an error here is retried with backoff.
+				follow, err := c.rec.Reconcile(workCtx, name)
+				if err != nil {
+					c.retryLater(name)
+				}
+				for _, k := range follow {
+					c.queue.Add(k)
+				}
+			}
+			return
+		}
+		c.opts.Log.Error().Err(err).Msg("cannot list autox releases for start-up cleanup; retrying")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff.Step()):
+		}
+	}
+}
+
+func (c *Controller) orphanSpecs(ctx context.Context) ([]string, error) {
+	return OrphanSpecs(ctx, c.opts.Inventory, c.state)
+}

@@ -1,0 +1,384 @@
+// Package observe makes the live reads of one reconcile and hands them to
+// the pure plan as one plan.Observation. An Observer reads in two explicit
+// phases: the trigger (the spec's or object's releases, the trigger object
+// itself, who else claims it and whether a selector spec serves it), then
+// the release specs its trigger state asks for (names in use, releases of
+// those names, values sources and local charts, these two only while the
+// trigger is wanted). It decides nothing beyond what to read; it writes
+// nothing. The readers of trigger objects (TriggerReader), values sources
+// (SourceReader) and chart identities (ChartIdentities) live here too, and
+// the periodic pass reads through the same Observer.
+package observe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"helm.sh/helm/v3/pkg/chart"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/triggers/plan"
+)
+
+// Releases is the part of helmops.Manager that observation reads with.
+type Releases interface {
+	SpecReleases(ctx context.Context, namespaces []string, spec string) ([]*format.Release, error)
+	ObjectReleases(ctx context.Context, namespaces []string, spec string, obj format.Object) ([]*format.Release, error)
+	Lookup(ctx context.Context, namespace, name string) (*format.Release, error)
+	NamesInUse(ctx context.Context, namespace string, names []string) (map[string]bool, error)
+	// Instance is the autox instance whose releases these are.
+	Instance() string
+}
+
+// Records lists release records by their labels (helmops.Inventory).
+type Records interface {
+	Managed(ctx context.Context, namespaces []string) ([]format.Record, error)
+}
+
+// Triggers reads trigger objects live: one object for a reconcile, every
+// object of a (resource, namespace, selector) for a pass. TriggerReader is
+// the one implementation.
+type Triggers interface {
+	Get(ctx context.Context, t config.Trigger) (plan.TriggerRead, *corev1.ObjectReference, error)
+	List(ctx context.Context, k ListKey) (map[string]plan.TriggerRead, error)
+}
+
+// Options are what an Observer reads with.
+type Options struct {
+	Releases Releases
+	// Records lists release records; selector specs need them to admit
+	// objects within maxObjects when no pass has done so yet.
+	Records  Records
+	Triggers Triggers
+	// Sources reads the Secrets and ConfigMaps of valuesFrom entries; nil
+	// fails every release spec that has some.
+	Sources ValuesSources
+	Charts  helmops.ChartSource
+	// GCNamespaces are the namespaces whose releases of ours are looked at.
+	GCNamespaces func() []string
+	// StaleAfter is how old a pending release must be before it counts as
+	// left by a dead process (--helm-timeout plus a grace period).
+	StaleAfter time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	Log zerolog.Logger
+}
+
+// Observer gathers observations. It keeps what several reconciles and the
+// pass share: the claim index of the config in force, the identities of
+// local charts, and which objects each selector spec serves.
+type Observer struct {
+	opts       Options
+	charts     *ChartIdentities
+	admissions *Admissions
+	claims     atomic.Pointer[plan.ClaimIndex]
+}
+
+// New returns an Observer reading with opts.
+func New(opts Options) *Observer {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.GCNamespaces == nil {
+		opts.GCNamespaces = func() []string { return nil }
+	}
+	return &Observer{opts: opts, charts: NewChartIdentities(opts.Charts), admissions: &Admissions{}}
+}
+
+// Observed is one observation, with what applying its plan needs beside the
+// decision: the trigger's reference for Events and the local charts already
+// loaded (a fresh load per operation; Helm mutates what it installs).
+type Observed struct {
+	plan.Observation
+	// Ref is the trigger object, for Events; nil when there is none.
+	Ref *corev1.ObjectReference
+	// Loaded are the local charts loaded to name them, by release spec id.
+	Loaded map[string]*chart.Chart
+	// State is the trigger's state as decided from the first phase
+	// (conflict and over-limit included).
+	State plan.TriggerState
+}
+
+// StaleAfter is how old a pending release must be before it is unlocked.
+func (ob *Observer) StaleAfter() time.Duration { return ob.opts.StaleAfter }
+
+// Instance is the autox instance observed.
+func (ob *Observer) Instance() string { return ob.opts.Releases.Instance() }
+
+// Admissions are the objects each selector spec serves within maxObjects.
+func (ob *Observer) Admissions() *Admissions { return ob.admissions }
+
+// Claims returns the claim index of cfg, built once per config.
+func (ob *Observer) Claims(cfg *config.Config) *plan.ClaimIndex {
+	if idx := ob.claims.Load(); idx != nil && idx.Config() == cfg {
+		return idx
+	}
+	idx := plan.NewClaimIndex(cfg)
+	ob.claims.Store(idx)
+	return idx
+}
+
+// Observe reads everything the decision for one spec needs, or for one
+// object of a selector spec (obj not zero), in two phases: the trigger, then
+// the release specs. An error means nothing can be decided (the trigger or
+// every namespace unreadable); failures of one release spec are in its
+// ReleaseSpecObservation.
+func (ob *Observer) Observe(ctx context.Context, cfg *config.Config, specName string, obj format.Object) (*Observed, error) {
+	o, err := ob.observeTrigger(ctx, cfg, specName, obj)
+	if err != nil {
+		return nil, err
+	}
+	if o.Config != nil {
+		ob.observeReleaseSpecs(ctx, cfg, o)
+	}
+	o.Now = ob.opts.Now()
+	return o, nil
+}
+
+// observeTrigger is the first phase: the spec's (or the object's) releases,
+// then the trigger object live, who claims it, and for a wanted object of a
+// selector spec without releases whether the spec serves it. A spec removed
+// from the config needs nothing more.
+func (ob *Observer) observeTrigger(ctx context.Context, cfg *config.Config, specName string, obj format.Object) (*Observed, error) {
+	spec := cfg.Specs[specName]
+	if spec != nil && !obj.IsZero() {
+		var err error
+		if spec, err = spec.ForObject(specName, obj.Namespace, obj.Name); err != nil {
+			return nil, err
+		}
+	}
+	o := &Observed{Observation: plan.Observation{Spec: specName, Config: spec, Object: obj, Instance: ob.Instance(),
+		ReleaseSpecs: map[string]plan.ReleaseSpecObservation{}, StaleAfter: ob.opts.StaleAfter},
+		Loaded: map[string]*chart.Chart{}, State: plan.TriggerSpecRemoved}
+	// A namespace whose records cannot be read fails the release specs
+	// that live there; the others are decided from what could be read.
+	var current []*format.Release
+	var err error
+	if obj.IsZero() {
+		current, err = ob.opts.Releases.SpecReleases(ctx, ob.opts.GCNamespaces(), specName)
+	} else {
+		current, err = ob.opts.Releases.ObjectReleases(ctx, ob.opts.GCNamespaces(), specName, obj)
+	}
+	unread := helmops.FailedNamespaces(err)
+	if err != nil && unread == nil {
+		return nil, fmt.Errorf("cannot read releases of spec %s: %w", specName, err)
+	}
+	o.Current = current
+	if len(unread) > 0 {
+		var nerr *helmops.NamespacesError
+		errors.As(err, &nerr)
+		o.Unread = nerr.Failed
+	}
+	if spec == nil {
+		return o, nil
+	}
+	if !obj.IsZero() {
+		o.OutOfScope = !cfg.Covers(cfg.Specs[specName].Trigger, obj.Namespace)
+	}
+	if !o.OutOfScope {
+		// An object out of scope is decided from the config alone: its
+		// namespace may no longer be readable at all.
+		if o.Trigger, o.Ref, err = ob.opts.Triggers.Get(ctx, spec.Trigger); err != nil {
+			return nil, err
+		}
+	}
+	t := spec.Trigger
+	if o.Trigger.Found {
+		// Who else claims this object is judged from its labels as read now.
+		self := obj
+		if self.IsZero() {
+			self = format.Object{Namespace: t.Namespace, Name: t.Name}
+		}
+		o.Claimants = ob.Claims(cfg).Claimants(t.Group, t.Resource, self, o.Trigger.Labels)
+	}
+	o.State, _ = plan.TriggerOf(o.Observation)
+	if !obj.IsZero() && o.State.Wanted() && len(o.Current) == 0 {
+		if o.OverLimit, err = ob.overLimit(ctx, cfg, specName, obj); err != nil {
+			return nil, err
+		}
+		o.State, _ = plan.TriggerOf(o.Observation)
+	}
+	return o, nil
+}
+
+// observeReleaseSpecs is the second phase: for each release spec whose
+// namespace could be read, whether someone else holds its release name, and
+// while the trigger is wanted its values sources and local chart.
+func (ob *Observer) observeReleaseSpecs(ctx context.Context, cfg *config.Config, o *Observed) {
+	spec := o.Config
+	free := ob.freeNames(ctx, o)
+	sources := NewSourceCache(ob.opts.Sources)
+	for _, id := range spec.ReleaseSpecIDs() {
+		rs := spec.ReleaseSpecs[id]
+		if o.Unread[rs.Namespace] != nil {
+			continue
+		}
+		o.ReleaseSpecs[id] = ob.observeReleaseSpec(ctx, o, sources, id, rs, free[rs.Namespace+"/"+rs.ReleaseName], cfg.Dir)
+	}
+}
+
+// ownsName reports whether one of the observed releases has the name
+// release spec rs wants.
+func ownsName(o *Observed, rs *config.ReleaseSpec) bool {
+	for _, c := range o.Current {
+		if plan.Wants(rs, c.Namespace, c.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// freeNames are the names ("namespace/name") that release specs of the
+// spec want, that none of its releases has, and that no release record at
+// all uses: one metadata LIST per namespace instead of a Lookup per release
+// spec, the common case of a first install. A name it cannot vouch for
+// (the LIST failed, or a record exists) is looked up as before.
+func (ob *Observer) freeNames(ctx context.Context, o *Observed) map[string]bool {
+	spec := o.Config
+	byNS := map[string][]string{}
+	for _, id := range spec.ReleaseSpecIDs() {
+		rs := spec.ReleaseSpecs[id]
+		if o.Unread[rs.Namespace] == nil && !ownsName(o, rs) {
+			byNS[rs.Namespace] = append(byNS[rs.Namespace], rs.ReleaseName)
+		}
+	}
+	free := map[string]bool{}
+	for ns, names := range byNS {
+		inUse, err := ob.opts.Releases.NamesInUse(ctx, ns, names)
+		if err != nil {
+			continue
+		}
+		for _, n := range names {
+			if !inUse[n] {
+				free[ns+"/"+n] = true
+			}
+		}
+	}
+	return free
+}
+
+func (ob *Observer) observeReleaseSpec(ctx context.Context, o *Observed, sources *SourceCache, id string, rs *config.ReleaseSpec, free bool, configDir string) plan.ReleaseSpecObservation {
+	var ro plan.ReleaseSpecObservation
+	if !free && !ownsName(o, rs) {
+		// Not ours under this spec: is the name taken by someone else
+		// (another tool, spec or autox instance)?
+		other, err := ob.opts.Releases.Lookup(ctx, rs.Namespace, rs.ReleaseName)
+		if err != nil {
+			ro.Err = err
+			return ro
+		}
+		ro.Other = other
+	}
+	if !o.State.Wanted() {
+		return ro // an unwanted trigger's releases go, whatever their sources hold
+	}
+	if len(rs.ValuesFrom) > 0 {
+		if ro.Sources, ro.Err = sources.Read(ctx, rs); ro.Err != nil {
+			return ro
+		}
+	}
+	ro.Chart = plan.ChartID{Name: rs.Chart.Name, Version: rs.Chart.Version}
+	if rs.Chart.Path != "" {
+		// Only a local chart must be read to learn its name and version;
+		// a repository chart names them in the config, and is fetched
+		// only when an operation needs it.
+		ch, chartID, err := ob.charts.Load(ctx, rs.Chart, configDir)
+		if err != nil {
+			ro.Err = err
+			return ro
+		}
+		ro.Chart, o.Loaded[id] = chartID, ch
+	}
+	return ro
+}
+
+// Unattributed is the observation of a selector spec's releases that name
+// no object (made while the spec named one trigger): no object wants them,
+// so they are decided like the releases of a removed spec.
+func (ob *Observer) Unattributed(specName string, rels []*format.Release) *Observed {
+	return &Observed{Observation: plan.Observation{Spec: specName, Instance: ob.Instance(), Current: rels, Unattributed: true,
+		Now: ob.opts.Now(), StaleAfter: ob.opts.StaleAfter}, State: plan.TriggerSpecRemoved}
+}
+
+// LoadChart loads a chart for an operation: a repository chart the decision
+// did not need, fetched only now.
+func (ob *Observer) LoadChart(ctx context.Context, ref config.Chart, configDir string) (*chart.Chart, plan.ChartID, error) {
+	return ob.charts.Load(ctx, ref, configDir)
+}
+
+// ChartIDs names the charts of spec's release specs that can be named
+// without fetching anything; one that cannot is left out.
+func (ob *Observer) ChartIDs(spec *config.Spec, configDir string) map[string]plan.ChartID {
+	ids := make(map[string]plan.ChartID, len(spec.ReleaseSpecs))
+	for id, rs := range spec.ReleaseSpecs {
+		if cid, ok := ob.charts.ID(rs.Chart, configDir); ok {
+			ids[id] = cid
+		}
+	}
+	return ids
+}
+
+// ListTriggers makes one live LIST per (resource, namespace, selector) the
+// config's triggers use: what a periodic pass proves specs in sync from. A
+// failed LIST leaves its key out: its specs then get the full reconcile,
+// whose live GET reports the error and changes nothing.
+func (ob *Observer) ListTriggers(ctx context.Context, cfg *config.Config) map[ListKey]map[string]plan.TriggerRead {
+	out := map[ListKey]map[string]plan.TriggerRead{}
+	failed := map[ListKey]bool{}
+	for _, name := range cfg.SpecNames() {
+		for _, k := range KeysFor(cfg, cfg.Specs[name].Trigger) {
+			if _, done := out[k]; done || failed[k] {
+				continue
+			}
+			objs, err := ob.opts.Triggers.List(ctx, k)
+			if err != nil {
+				ob.opts.Log.Debug().Err(err).Msg("cannot list triggers; their specs get a full reconcile")
+				failed[k] = true
+				continue
+			}
+			out[k] = objs
+		}
+	}
+	return out
+}
+
+// Listings groups the LISTs of ListTriggers by spec: each spec's objects,
+// and whether every LIST its trigger needs was read.
+func Listings(cfg *config.Config, listed map[ListKey]map[string]plan.TriggerRead) map[string]plan.Listing {
+	out := make(map[string]plan.Listing, len(cfg.Specs))
+	for name, spec := range cfg.Specs {
+		l := plan.Listing{OK: true, Objects: map[format.Object]plan.TriggerRead{}}
+		keys := KeysFor(cfg, spec.Trigger)
+		for _, k := range keys {
+			objs, ok := listed[k]
+			if !ok {
+				l.OK = false
+				break
+			}
+			if !spec.Trigger.IsSelector() {
+				if obs, found := objs[spec.Trigger.Name]; found {
+					l.Objects[format.Object{Namespace: k.Namespace, Name: spec.Trigger.Name}] = obs
+				}
+				continue
+			}
+			for n, obs := range objs {
+				l.Objects[format.Object{Namespace: k.Namespace, Name: n}] = obs
+			}
+		}
+		out[name] = l
+	}
+	return out
+}
+
+// ReadSources reads the values sources of keys live, each once: what a
+// pass hands plan.InSync.
+func (ob *Observer) ReadSources(ctx context.Context, keys []plan.SourceKey) plan.Sources {
+	return NewSourceCache(ob.opts.Sources).ReadAll(ctx, keys)
+}

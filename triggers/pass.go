@@ -1,0 +1,171 @@
+package triggers
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/triggers/observe"
+	"github.com/autox-dev/autox/triggers/plan"
+)
+
+// runPass starts a pass over every spec. It reads the cluster with a number
+// of requests that does not grow with the number of specs or objects: one
+// metadata LIST of release records per managed namespace, one live LIST
+// per trigger (resource, namespace, selector), and one GET per values source
+// object of a wanted trigger. From that alone the pure plan.Triage decides
+// which specs, or objects of selector specs, it cannot prove in sync
+// (plan.InSync), and those get the full reconcile.
+func (c *Controller) runPass(ctx context.Context) {
+	if ctx.Err() != nil {
+		return // stopping: a pass that races the stop starts nothing
+	}
+	started := time.Now()
+	cfg := c.Config()
+	gcNamespaces := c.state.GCNamespaces()
+	// What the listing below can speak for: nothing a reconcile still
+	// running under an older config may write later.
+	safeSince := c.oldestInFlight(started)
+	requestsBefore := c.requestCount()
+
+	verdict, ok := c.survey(ctx, cfg, gcNamespaces, safeSince)
+	if !ok {
+		return // stopping: queue nothing
+	}
+	keys := verdict.Keys
+	for _, key := range verdict.Noticed {
+		c.noticed.Store(key, true)
+	}
+	obs := c.rec.Observer()
+	for name, admitted := range verdict.Admitted {
+		spec := cfg.Specs[name]
+		obs.Admissions().Set(name, observe.Identity(cfg, spec.Trigger), admitted, spec.Trigger.MaxObjects)
+	}
+	if c.opts.Metrics != nil {
+		for name, n := range verdict.Objects {
+			c.opts.Metrics.setObjects(name, n.Served, n.OverLimit, n.Conflict)
+		}
+	}
+	c.pass.start(keys, started, func(_ time.Time, took time.Duration) {
+		c.opts.Log.Info().Int("specs", len(cfg.Specs)).Int("queued", len(keys)).Dur("duration", took).
+			Int64("apiRequests", c.requestCount()-requestsBefore).Msg("pass complete")
+		if c.opts.Metrics != nil {
+			c.opts.Metrics.lastPass.Set(float64(time.Now().Unix()))
+		}
+	})
+	now := time.Now()
+	for _, key := range keys {
+		// A key in backoff is retried when its backoff ends, not sooner.
+		if c.inBackoff(key, now) {
+			c.pass.done(key)
+			continue
+		}
+		c.queue.Add(key)
+	}
+}
+
+// survey makes the pass's reads and triages them; ok is false when a stop
+// cut it short.
+func (c *Controller) survey(ctx context.Context, cfg *config.Config, gcNamespaces []string, safeSince time.Time) (plan.Verdict, bool) {
+	obs := c.rec.Observer()
+	s := plan.Survey{Config: cfg, Claims: obs.Claims(cfg), Served: map[string][]format.Object{}, Noticed: map[string]bool{}}
+	recs, err := c.opts.Inventory.Managed(ctx, gcNamespaces)
+	if ctx.Err() != nil {
+		return plan.Verdict{}, false // a failed read is no reason to queue anything
+	}
+	s.Unread = helmops.FailedNamespaces(err)
+	if err != nil && s.Unread == nil {
+		c.opts.Log.Error().Err(err).Msg("cannot list autox release records; reconciling every spec in full")
+		s.RecordsFailed = true
+		return plan.Triage(s), true
+	}
+	if err != nil {
+		c.opts.Log.Error().Err(err).Msg("cannot list autox release records of some namespaces; their specs get a full reconcile")
+	}
+	s.Records = recs
+	c.state.Collected(plan.EmptyNamespaces(cfg, gcNamespaces, s.Unread, recs), safeSince)
+	s.Listed = observe.Listings(cfg, obs.ListTriggers(ctx, cfg))
+	if ctx.Err() != nil {
+		return plan.Verdict{}, false
+	}
+	s.Charts = make(map[string]map[string]plan.ChartID, len(cfg.Specs))
+	for name, spec := range cfg.Specs {
+		s.Charts[name] = obs.ChartIDs(spec, cfg.Dir)
+		if spec.Trigger.IsSelector() {
+			s.Served[name], _ = obs.Admissions().Served(name, observe.Identity(cfg, spec.Trigger))
+		}
+	}
+	c.noticed.Range(func(k, _ any) bool {
+		s.Noticed[k.(string)] = true
+		return true
+	})
+	// Values sources are read live, each object once for the whole pass.
+	s.Sources = obs.ReadSources(ctx, plan.SourcesNeeded(s))
+	verdict := plan.Triage(s)
+	if c.opts.Metrics != nil {
+		c.opts.Metrics.setReleases(verdict.ByStatus)
+	}
+	return verdict, true
+}
+
+// oldestInFlight is when the oldest running reconcile started, or now.
+func (c *Controller) oldestInFlight(now time.Time) time.Time {
+	oldest := now
+	c.inFlight.Range(func(_, v any) bool {
+		if t := v.(time.Time); t.Before(oldest) {
+			oldest = t
+		}
+		return true
+	})
+	return oldest
+}
+
+func (c *Controller) requestCount() int64 {
+	if c.opts.RequestCount == nil {
+		return 0
+	}
+	return c.opts.RequestCount()
+}
+
+// passTracker knows which specs of the current pass are still to be reconciled.
+type passTracker struct {
+	mu         sync.Mutex
+	pending    map[string]bool
+	started    time.Time
+	onComplete func(started time.Time, took time.Duration)
+}
+
+func (p *passTracker) start(names []string, now time.Time, onComplete func(time.Time, time.Duration)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pending = make(map[string]bool, len(names))
+	for _, n := range names {
+		p.pending[n] = true
+	}
+	p.started, p.onComplete = now, onComplete
+	if len(names) == 0 {
+		p.complete()
+	}
+}
+
+func (p *passTracker) done(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.pending[name] {
+		return
+	}
+	delete(p.pending, name)
+	if len(p.pending) == 0 {
+		p.complete()
+	}
+}
+
+func (p *passTracker) complete() {
+	if p.onComplete != nil {
+		p.onComplete(p.started, time.Since(p.started))
+		p.onComplete = nil
+	}
+}
