@@ -52,7 +52,7 @@ func TestRepositoryAndOCICharts(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e.deployment("web", version("1.0.0"))
+	e.Deployment("web", version("1.0.0"))
 	cfgText := func(v string) string {
 		return e.render(webSpec(`      http: {chart: {repo: ` + repo.URL + `, name: hello, version: "` + v + `"}}
       oci: {chart: {repo: oci://` + reg.Host + `/experiments, name: hello, version: "` + v + `"}}
@@ -64,7 +64,7 @@ func TestRepositoryAndOCICharts(t *testing.T) {
 		"--repository-config", repoConfig, "--registry-config", registryConfig, "--cache-dir", filepath.Join(dir, "cache"),
 		"--config-debounce", "50ms")...)
 	for _, r := range []string{"web-http", "web-oci", "web-local"} {
-		e.waitRelease(r, "installed", deployedAt(1))
+		e.WaitRelease(r, "installed", deployedAt(1))
 	}
 	// Several passes with nothing changed: no chart download, no index fetch.
 	before := repo.TotalRequests()
@@ -79,7 +79,7 @@ func TestRepositoryAndOCICharts(t *testing.T) {
 	// A version bump in the config upgrades both.
 	k.Update(cfgText("0.2.0"))
 	for _, r := range []string{"web-http", "web-oci"} {
-		if rel := e.waitRelease(r, "upgraded", deployedAt(2)); rel.ChartVersion != "0.2.0" {
+		if rel := e.WaitRelease(r, "upgraded", deployedAt(2)); rel.ChartVersion != "0.2.0" {
 			t.Errorf("%s chart version %s", r, rel.ChartVersion)
 		}
 	}
@@ -89,9 +89,9 @@ func TestRepositoryAndOCICharts(t *testing.T) {
 	// fetched fails for that release spec only, and its release stays as it is.
 	repo.SetDown(true)
 	k.Update(cfgText("0.2.0") + "# repository down\n")
-	e.relabel("web", version("2.0.0"))
+	e.Relabel("web", version("2.0.0"))
 	for _, r := range []string{"web-http", "web-oci", "web-local"} {
-		e.waitRelease(r, "upgraded with cached charts while the repository is down", func(rel *format.Release) bool {
+		e.WaitRelease(r, "upgraded with cached charts while the repository is down", func(rel *format.Release) bool {
 			return rel != nil && rel.Revision >= 2 && labelOf(rel) == "2.0.0"
 		})
 	}
@@ -99,7 +99,7 @@ func TestRepositoryAndOCICharts(t *testing.T) {
 	// Two passes after the failure was first reported: at least one whole
 	// pass, which retries the failing spec, came after it.
 	e.waitPasses(p, e.waitLog(p, "has no version 0.1.0+missing in repository "+repo.URL), 2)
-	if rel := e.release("web-http"); rel == nil || rel.ChartVersion != "0.2.0" || labelOf(rel) != "2.0.0" {
+	if rel := e.Release("web-http"); rel == nil || rel.ChartVersion != "0.2.0" || labelOf(rel) != "2.0.0" {
 		t.Errorf("the release whose chart is unavailable changed: %+v", rel)
 	}
 	if strings.Contains(p.Output(), "s3cret") || strings.Contains(p.Output(), "r3g") {
@@ -115,28 +115,28 @@ func TestRepositoryAndOCICharts(t *testing.T) {
 // relative to the working directory fails.
 func TestLocalChartsRelativeToTheConfig(t *testing.T) {
 	e := newEnv(t)
-	charts := filepath.Join(e.dir, "charts")
-	if err := os.CopyFS(filepath.Join(charts, "hello"), os.DirFS(filepath.Join(e.charts, "hello"))); err != nil {
+	charts := filepath.Join(e.Dir, "charts")
+	if err := os.CopyFS(filepath.Join(charts, "hello"), os.DirFS(filepath.Join(e.Charts, "hello"))); err != nil {
 		t.Fatal(err)
 	}
 	tgz, err := testenv.PackageCharts(charts, "hello-v2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.deployment("web", version("1.0.0"))
-	cfg := e.writeConfig(webSpec(`      dir: {chart: {path: charts/hello}}
+	e.Deployment("web", version("1.0.0"))
+	cfg := e.WriteConfig(webSpec(`      dir: {chart: {path: charts/hello}}
       tgz: {chart: {path: charts/` + filepath.Base(tgz[0]) + `}}
 `))
 	p := e.run(cfg)
-	if r := e.waitRelease("web-dir", "installed from a relative chart directory", deployedAt(1)); r.ChartVersion != "0.1.0" {
+	if r := e.WaitRelease("web-dir", "installed from a relative chart directory", deployedAt(1)); r.ChartVersion != "0.1.0" {
 		t.Errorf("web-dir chart version %s, want 0.1.0", r.ChartVersion)
 	}
-	if r := e.waitRelease("web-tgz", "installed from a relative .tgz", deployedAt(1)); r.ChartVersion != "0.2.0" {
+	if r := e.WaitRelease("web-tgz", "installed from a relative .tgz", deployedAt(1)); r.ChartVersion != "0.2.0" {
 		t.Errorf("web-tgz chart version %s, want 0.2.0", r.ChartVersion)
 	}
-	e.relabel("web", version("2.0.0"))
-	e.waitRelease("web-dir", "upgraded", deployedAt(2))
-	e.waitRelease("web-tgz", "upgraded", deployedAt(2))
+	e.Relabel("web", version("2.0.0"))
+	e.WaitRelease("web-dir", "upgraded", deployedAt(2))
+	e.WaitRelease("web-tgz", "upgraded", deployedAt(2))
 	if code := p.Stop(patience); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
@@ -178,7 +178,7 @@ func TestRotatedRepositoryCredentials(t *testing.T) {
 	repoConfig := filepath.Join(dir, "repositories.yaml")
 	writeRepositories(t, repoConfig, repo.URL, "ci", "before-rotation")
 
-	e.deployment("web", version("1.0.0"))
+	e.Deployment("web", version("1.0.0"))
 	cfgText := func(v string) string {
 		return e.render(webSpec(`      http: {chart: {repo: ` + repo.URL + `, name: hello, version: "` + v + `"}}
 `))
@@ -187,7 +187,7 @@ func TestRotatedRepositoryCredentials(t *testing.T) {
 	p := testenv.StartProcessEnv(t, []string{"SSL_CERT_FILE=" + ca.File}, autox, e.runArgs(k.Path(),
 		"--repository-config", repoConfig, "--chart-index-refresh", "1s", "--cache-dir", filepath.Join(dir, "cache"),
 		"--config-debounce", "50ms")...)
-	e.waitRelease("web-http", "installed", deployedAt(1))
+	e.WaitRelease("web-http", "installed", deployedAt(1))
 
 	repo.SetCredentials("ci", "after-rotation")
 	if err := repo.Publish("hello-v2"); err != nil {
@@ -195,12 +195,12 @@ func TestRotatedRepositoryCredentials(t *testing.T) {
 	}
 	k.Update(cfgText("0.2.0"))
 	e.waitPasses(p, e.waitLog(p, "401 Unauthorized"), 2)
-	if r := e.release("web-http"); r == nil || r.Revision != 1 || r.ChartVersion != "0.1.0" {
+	if r := e.Release("web-http"); r == nil || r.Revision != 1 || r.ChartVersion != "0.1.0" {
 		t.Fatalf("the release changed while its repository refused the old credentials: %+v", r)
 	}
 
 	writeRepositories(t, repoConfig, repo.URL, "ci", "after-rotation")
-	if r := e.waitRelease("web-http", "upgraded with the rotated credentials", deployedAt(2)); r.ChartVersion != "0.2.0" {
+	if r := e.WaitRelease("web-http", "upgraded with the rotated credentials", deployedAt(2)); r.ChartVersion != "0.2.0" {
 		t.Errorf("chart version %s, want 0.2.0", r.ChartVersion)
 	}
 	if strings.Contains(p.Output(), "before-rotation") || strings.Contains(p.Output(), "after-rotation") {
@@ -218,9 +218,9 @@ func TestRotatedRepositoryCredentials(t *testing.T) {
 func TestUntrustedRepositoryCA(t *testing.T) {
 	e := newEnv(t)
 	_, repo := httpsRepo(t, "", "", "hello")
-	e.deployment("web", version("1.0.0"))
-	e.deployment("db", version("1.0.0"))
-	cfg := e.writeConfig(webSpec(`      http: {chart: {repo: ` + repo.URL + `, name: hello, version: "0.1.0"}}
+	e.Deployment("web", version("1.0.0"))
+	e.Deployment("db", version("1.0.0"))
+	cfg := e.WriteConfig(webSpec(`      http: {chart: {repo: ` + repo.URL + `, name: hello, version: "0.1.0"}}
       local: {chart: {path: {{.Charts}}/hello}}
   db:
     trigger: {group: apps, version: v1, resource: deployments, name: db, namespace: {{.NS}}}
@@ -229,13 +229,13 @@ func TestUntrustedRepositoryCA(t *testing.T) {
 `))
 	// An empty SSL_CERT_FILE is no file: only the system's trust store.
 	p := testenv.StartProcessEnv(t, []string{"SSL_CERT_FILE=", "SSL_CERT_DIR="}, autox, e.runArgs(cfg, "--cache-dir", filepath.Join(t.TempDir(), "cache"))...)
-	e.waitRelease("web-local", "installed beside the failing release spec", deployedAt(1))
-	e.waitRelease("db-hello", "installed beside the failing spec", deployedAt(1))
+	e.WaitRelease("web-local", "installed beside the failing release spec", deployedAt(1))
+	e.WaitRelease("db-hello", "installed beside the failing spec", deployedAt(1))
 
 	refused := regexp.MustCompile(`"error":"[^\n]*` + regexp.QuoteMeta(repo.URL) + `[^\n]*x509: certificate signed by unknown authority`)
 	var at int
 	testenv.Eventually(t, patience, "a TLS error naming the repository", func() (bool, error) {
-		if r := e.release("web-http"); r != nil {
+		if r := e.Release("web-http"); r != nil {
 			t.Fatalf("a release from an untrusted repository: %+v", r)
 		}
 		loc := refused.FindStringIndex(p.Output())
@@ -247,7 +247,7 @@ func TestUntrustedRepositoryCA(t *testing.T) {
 	// Two passes later (at least one whole pass retried the spec), still
 	// nothing from the repository, which never served a request.
 	e.waitPasses(p, at, 2)
-	if r := e.release("web-http"); r != nil {
+	if r := e.Release("web-http"); r != nil {
 		t.Errorf("a release from an untrusted repository: %+v", r)
 	}
 	if n := repo.TotalRequests(); n != 0 {

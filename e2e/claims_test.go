@@ -17,7 +17,7 @@ import (
 // events returns the reasons and messages of the Events on one object.
 func (e *env) events(object string) (map[string]bool, string) {
 	e.t.Helper()
-	list, err := cluster.Client.CoreV1().Events(e.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + object})
+	list, err := cluster.Client.CoreV1().Events(e.NS).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + object})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -43,20 +43,20 @@ func (e *env) waitEvent(object, reason string) {
 // `kubectl describe` of it — conflict, reinstall, uninstall.
 func TestEventsOnTheTrigger(t *testing.T) {
 	e := newEnv(t)
-	cluster.InstallUnlabelled(t, e.ns, "web-hello", e.charts+"/hello")
-	e.deployment("web", version("1.0.0"))
+	cluster.InstallUnlabelled(t, e.NS, "web-hello", e.Charts+"/hello")
+	e.Deployment("web", version("1.0.0"))
 	k := testenv.NewKubeletDir(t, "config.yaml", e.render(webConfig))
 	p := e.run(k.Path(), "--config-debounce", "100ms")
-	e.waitRelease("web-job", "installed", deployedAt(1))
+	e.WaitRelease("web-job", "installed", deployedAt(1))
 	e.waitEvent("web", "ReleaseConflict")
 	e.waitEvent("web", "ReleaseInstalled")
 
-	e.relabel("web", version("2.0.0"))
+	e.Relabel("web", version("2.0.0"))
 	e.waitEvent("web", "ReleaseReinstalled")
 
 	// The job release spec leaves the config while the trigger stays.
 	k.Update(strings.Replace(e.render(webConfig), "      job:\n", "      gone:\n", 1))
-	e.waitRelease("web-job", "uninstalled with its release spec", gone)
+	e.WaitRelease("web-job", "uninstalled with its release spec", gone)
 	e.waitEvent("web", "ReleaseUninstalled")
 	p.Stop(patience)
 }
@@ -68,35 +68,29 @@ func TestEventsOnTheTrigger(t *testing.T) {
 // its deployed revision, and says so in an Event.
 func TestUnlockAfterHelmTimeoutPlusGrace(t *testing.T) {
 	e := newEnv(t)
-	e.deployment("web", version("1.0.0"))
-	cfg := e.writeConfig(`
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      up: {chart: {path: {{.Charts}}/hookupgrade}}
-`)
+	e.Deployment("web", version("1.0.0"))
+	cfg := e.WriteConfig(webSpec(`      up: {chart: {path: {{.Charts}}/hookupgrade}}
+`))
 	first := e.run(cfg, "--helm-timeout", "1h")
-	e.waitRelease("web-up", "installed", deployedAt(1))
-	e.relabel("web", version("2.0.0"))
+	e.WaitRelease("web-up", "installed", deployedAt(1))
+	e.Relabel("web", version("2.0.0"))
 	blockedInstall(t, first) // the pre-upgrade hook
-	pending := e.waitRelease("web-up", "pending-upgrade", func(r *format.Release) bool {
+	pending := e.WaitRelease("web-up", "pending-upgrade", func(r *format.Release) bool {
 		return r != nil && r.Status == release.StatusPendingUpgrade && r.Revision == 2
 	})
 	first.Kill()
 	// Back to the deployed revision's label, so that after the rollback the
 	// release is in sync and nothing upgrades it again.
-	e.relabel("web", version("1.0.0"))
+	e.Relabel("web", version("1.0.0"))
 
 	p := e.run(cfg, "--helm-timeout", "2s")
 	testenv.Eventually(t, patience, "the young pending release left alone", func() (bool, error) {
 		return strings.Contains(p.Output(), "waiting: release is locked by another operation"), nil
 	})
-	if r := e.release("web-up"); r.Status != release.StatusPendingUpgrade || r.Revision != 2 {
+	if r := e.Release("web-up"); r.Status != release.StatusPendingUpgrade || r.Revision != 2 {
 		t.Fatalf("the pending release was touched before it was stale: %+v", r)
 	}
-	rolledBack := e.releases()
+	rolledBack := e.Releases()
 	rolledBack.Patience = 2 * patience // the stale age alone is 32s
 	r := rolledBack.Wait("web-up", "rolled back to revision 1's content", deployedAt(3))
 	if labelOf(r) != "1.0.0" {
@@ -116,14 +110,14 @@ specs:
 // are served; /healthz passes (a bad config is no reason to restart).
 func TestNotReadyWhileAnInformerCannotList(t *testing.T) {
 	e := newEnv(t)
-	e.deployment("web", version("1.0.0"))
-	p := e.run(e.writeConfig(oneSpec + `  widget:
+	e.Deployment("web", version("1.0.0"))
+	p := e.run(e.WriteConfig(oneSpec + `  widget:
     trigger: {group: example.com, version: v1, resource: widgets, name: w, namespace: {{.NS}}}
     releaseSpecs:
       hello: {chart: {path: {{.Charts}}/hello}}
 `))
 	base := e.httpBase(p)
-	e.waitRelease("web-hello", "installed beside the unreadable trigger", deployedAt(1))
+	e.WaitRelease("web-hello", "installed beside the unreadable trigger", deployedAt(1))
 	e.waitPasses(p, 0, 2)
 	code, body := httpGet(base + "/readyz")
 	if code != 503 || !strings.Contains(body, "informers have not synced") {
@@ -142,18 +136,12 @@ func TestNotReadyWhileAnInformerCannotList(t *testing.T) {
 func TestValuesNeverShown(t *testing.T) {
 	const secret, quoted = "hunter2-s3cret-token", "Not A Label Value!"
 	e := newEnv(t)
-	e.deployment("web", version("1.0.0"))
-	cfg := e.writeConfig(`
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      hello: {chart: {path: {{.Charts}}/hello}, values: {greeting: "` + secret + `"}}
+	e.Deployment("web", version("1.0.0"))
+	cfg := e.WriteConfig(webSpec(`      hello: {chart: {path: {{.Charts}}/hello}, values: {greeting: "`) + secret + `"}}
       label: {chart: {path: {{.Charts}}/label}, values: {label: "` + quoted + `", token: "` + secret + `"}}
 `)
 	p := e.run(cfg)
-	if r := e.waitRelease("web-hello", "installed", deployedAt(1)); r.Values["greeting"] != secret {
+	if r := e.WaitRelease("web-hello", "installed", deployedAt(1)); r.Values["greeting"] != secret {
 		t.Fatalf("the test's value is not in the release: %v", r.Values)
 	}
 	testenv.Eventually(t, patience, "the rejected release logged", func() (bool, error) {
@@ -181,9 +169,9 @@ specs:
 // list or plan touches or shows the other's.
 func TestTwoInstancesShareANamespace(t *testing.T) {
 	e := newEnv(t)
-	e.deployment("web", version("1.0.0"))
-	e.deployment("api", version("1.0.0"))
-	teamA := e.writeConfigAs("a.yaml", `
+	e.Deployment("web", version("1.0.0"))
+	e.Deployment("api", version("1.0.0"))
+	teamA := e.WriteConfigAs("a.yaml", `
 namespaces: [{{.NS}}]
 specs:
   web:
@@ -196,23 +184,17 @@ specs:
       hello: {chart: {path: {{.Charts}}/hello}}
 `)
 	// Team B wants web-hello too, and has no spec api.
-	teamB := e.writeConfigAs("b.yaml", `
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      hello: {chart: {path: {{.Charts}}/hello}}
+	teamB := e.WriteConfigAs("b.yaml", webSpec(`      hello: {chart: {path: {{.Charts}}/hello}}
       mine: {chart: {path: {{.Charts}}/hello}, releaseName: b-mine}
-`)
+`))
 	a := e.run(teamA, "--instance", "team-a")
-	webA := e.waitRelease("web-hello", "installed by team a", deployedAt(1))
-	apiA := e.waitRelease("api-hello", "installed by team a", deployedAt(1))
+	webA := e.WaitRelease("web-hello", "installed by team a", deployedAt(1))
+	apiA := e.WaitRelease("api-hello", "installed by team a", deployedAt(1))
 	if webA.Instance != "team-a" {
 		t.Fatalf("web-hello instance %q", webA.Instance)
 	}
 	b := e.run(teamB, "--instance", "team-b")
-	if r := e.waitRelease("b-mine", "installed by team b", deployedAt(1)); r.Instance != "team-b" {
+	if r := e.WaitRelease("b-mine", "installed by team b", deployedAt(1)); r.Instance != "team-b" {
 		t.Errorf("b-mine instance %q", r.Instance)
 	}
 	testenv.Eventually(t, patience, "team b reports the conflict", func() (bool, error) {
@@ -220,7 +202,7 @@ specs:
 	})
 	e.waitPasses(b, 0, 3)
 	for _, want := range []*format.Release{webA, apiA} {
-		if r := e.release(want.Name); r == nil || r.Revision != 1 || r.Instance != "team-a" || !r.FirstDeployed.Equal(want.FirstDeployed) {
+		if r := e.Release(want.Name); r == nil || r.Revision != 1 || r.Instance != "team-a" || !r.FirstDeployed.Equal(want.FirstDeployed) {
 			t.Errorf("team b touched team a's %s: %+v", want.Name, r)
 		}
 	}
@@ -240,8 +222,8 @@ specs:
 // short looks like; it is an error, never "no releases".
 func TestSpecsWithNoValue(t *testing.T) {
 	e := newEnv(t)
-	e.deployment("web", version("1.0.0"))
-	cut := e.writeConfigAs("cut.yaml", "namespaces: [{{.NS}}]\nspecs:\n")
+	e.Deployment("web", version("1.0.0"))
+	cut := e.WriteConfigAs("cut.yaml", "namespaces: [{{.NS}}]\nspecs:\n")
 	v := testenv.StartProcess(t, autox, "validate", "--config", cut)
 	if code, err := v.Wait(patience); err != nil || code != 1 || !strings.Contains(v.Output(), "specs: has no value") || !strings.Contains(v.Output(), "specs: {}") {
 		t.Errorf("validate of `specs:` with no value: exit %d, %v:\n%s", code, err, v.Output())
@@ -252,13 +234,13 @@ func TestSpecsWithNoValue(t *testing.T) {
 
 	k := testenv.NewKubeletDir(t, "config.yaml", e.render(oneSpec))
 	p := e.run(k.Path(), "--config-debounce", "100ms", "--config-check-interval", "200ms")
-	e.waitRelease("web-hello", "installed", deployedAt(1))
+	e.WaitRelease("web-hello", "installed", deployedAt(1))
 	k.Update(e.render("namespaces: [{{.NS}}]\nspecs:\n"))
 	testenv.Eventually(t, patience, "the cut file rejected", func() (bool, error) {
 		return strings.Contains(p.Output(), "specs: has no value"), nil
 	})
 	e.waitPasses(p, strings.Index(p.Output(), "specs: has no value"), 3)
-	if r := e.release("web-hello"); r == nil || r.Revision != 1 {
+	if r := e.Release("web-hello"); r == nil || r.Revision != 1 {
 		t.Fatalf("a config cut after `specs:` changed the release: %+v", r)
 	}
 	p.Stop(patience)
@@ -268,26 +250,20 @@ func TestSpecsWithNoValue(t *testing.T) {
 // values the chart cannot render leave the running release as it is.
 func TestReinstallKeepsWhatItCannotReplace(t *testing.T) {
 	e := newEnv(t)
-	e.deployment("web", version("1.0.0"))
+	e.Deployment("web", version("1.0.0"))
 	spec := func(values string) string {
-		return e.render(`
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      once: {chart: {path: {{.Charts}}/broken}, onChange: reinstall, values: ` + values + `}
+		return e.render(webSpec(`      once: {chart: {path: {{.Charts}}/broken}, onChange: reinstall, values: `) + values + `}
 `)
 	}
 	k := testenv.NewKubeletDir(t, "config.yaml", spec("{needed: yes-please}"))
 	p := e.run(k.Path(), "--config-debounce", "100ms")
-	before := e.waitRelease("web-once", "installed", deployedAt(1))
+	before := e.WaitRelease("web-once", "installed", deployedAt(1))
 	k.Update(spec("{other: value}")) // `needed` gone: the chart cannot render
 	testenv.Eventually(t, patience, "the reinstall refused", func() (bool, error) {
 		return strings.Contains(p.Output(), "the running release is kept"), nil
 	})
 	e.waitPasses(p, strings.Index(p.Output(), "the running release is kept"), 2)
-	if r := e.release("web-once"); r == nil || r.Status != release.StatusDeployed || r.Revision != 1 || !r.FirstDeployed.Equal(before.FirstDeployed) {
+	if r := e.Release("web-once"); r == nil || r.Status != release.StatusDeployed || r.Revision != 1 || !r.FirstDeployed.Equal(before.FirstDeployed) {
 		t.Fatalf("a reinstall that could not render removed or changed the release: %+v", r)
 	}
 	p.Stop(patience)
@@ -298,12 +274,12 @@ specs:
 // a spec that leaves the config takes its series with it.
 func TestConfigMetricsFollowLoads(t *testing.T) {
 	e := newEnv(t)
-	e.deployment("web", version("1.0.0"))
-	e.deployment("db", version("1.0.0"))
+	e.Deployment("web", version("1.0.0"))
+	e.Deployment("db", version("1.0.0"))
 	k := testenv.NewKubeletDir(t, "config.yaml", e.render(twoSpecs))
 	p := e.run(k.Path(), "--config-debounce", "100ms", "--config-check-interval", "200ms")
 	metric := e.metricsOf(p)
-	e.waitRelease("db-hello", "installed", deployedAt(1))
+	e.WaitRelease("db-hello", "installed", deployedAt(1))
 	testenv.Eventually(t, patience, "db reconciled", func() (bool, error) {
 		return metric(`autox_reconcile_total{result="success",spec="db"}`) != "", nil
 	})
@@ -331,7 +307,7 @@ func TestConfigMetricsFollowLoads(t *testing.T) {
 	}
 
 	k.Update(e.render(oneSpec))
-	e.waitRelease("db-hello", "uninstalled with its spec", gone)
+	e.WaitRelease("db-hello", "uninstalled with its spec", gone)
 	testenv.Eventually(t, patience, "the removed spec's series gone", func() (bool, error) {
 		return metric(`autox_reconcile_total{result="success",spec="db"}`) == "", nil
 	})

@@ -11,12 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 	"helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/releasetest"
 	"github.com/autox-dev/autox/internal/testenv"
@@ -49,36 +47,15 @@ func TestMain(m *testing.M) {
 
 const patience = 60 * time.Second // a bound for a broken build, not a performance goal
 
+// env is one end-to-end test's scene: its namespace, directory and charts,
+// and the autox binary run in it.
 type env struct {
-	t      *testing.T
-	ns     string
-	dir    string
-	charts string
-	helm   *helmops.Manager
+	*releasetest.Scene
+	t *testing.T
 }
 
 func newEnv(t *testing.T) *env {
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := helmops.New(helmops.Options{RESTConfig: cluster.Config, Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{t: t, ns: cluster.Namespace(t), dir: t.TempDir(), charts: filepath.Join(root, "testdata", "charts"), helm: m}
-}
-
-// writeConfig renders a config template ({{.NS}}, {{.Charts}}) to config.yaml.
-func (e *env) writeConfig(text string) string {
-	e.t.Helper()
-	return e.writeConfigAs("config.yaml", text)
-}
-
-// writeConfigAs is writeConfig to another file name of the test's directory.
-func (e *env) writeConfigAs(name, text string) string {
-	e.t.Helper()
-	return testenv.WriteConfig(e.t, e.dir, name, text, e.ns, e.charts)
+	return &env{Scene: releasetest.NewScene(t, cluster, patience), t: t}
 }
 
 // run starts autox as users run it, with leader election on (see runArgs).
@@ -92,7 +69,7 @@ func (e *env) run(config string, extra ...string) *testenv.Process {
 // than the defaults (15s, 10s, 2s) so that a process started after a kill -9
 // waits 4s, not 15s, for the dead one's Lease to expire. extra flags win.
 func (e *env) runArgs(config string, extra ...string) []string {
-	args := append(baseRunArgs(config), "--leader-election-namespace", e.ns, "--leader-election-lease-duration", "4s",
+	args := append(baseRunArgs(config), "--leader-election-namespace", e.NS, "--leader-election-lease-duration", "4s",
 		"--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms")
 	return append(args, extra...)
 }
@@ -135,7 +112,7 @@ func (e *env) waitPasses(p *testenv.Process, offset, n int) {
 // leaseHolder returns who holds the Lease autox in the test's namespace ("" for nobody).
 func (e *env) leaseHolder() string {
 	e.t.Helper()
-	lease, err := cluster.Client.CoordinationV1().Leases(e.ns).Get(context.Background(), "autox", metav1.GetOptions{})
+	lease, err := cluster.Client.CoordinationV1().Leases(e.NS).Get(context.Background(), "autox", metav1.GetOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -145,51 +122,12 @@ func (e *env) leaseHolder() string {
 	return ""
 }
 
-func (e *env) deployment(name string, labels map[string]string) {
-	e.t.Helper()
-	cluster.CreateDeployment(e.t, e.ns, name, labels)
-}
-
-func (e *env) relabel(name string, labels map[string]string) {
-	e.t.Helper()
-	cluster.Relabel(e.t, e.ns, name, labels)
-}
-
-func (e *env) releases() releasetest.Releases {
-	return releasetest.Releases{T: e.t, Helm: e.helm, Namespace: e.ns, Patience: patience}
-}
-
-func (e *env) release(name string) *format.Release {
-	e.t.Helper()
-	return e.releases().Get(name)
-}
-
-func (e *env) waitRelease(name, what string, cond func(*format.Release) bool) *format.Release {
-	e.t.Helper()
-	return e.releases().Wait(name, what, cond)
-}
-
-func deployedAt(rev int) func(*format.Release) bool {
-	return func(r *format.Release) bool {
-		return r != nil && r.Status == release.StatusDeployed && r.Revision == rev
-	}
-}
-
-func gone(r *format.Release) bool { return r == nil }
-
-func version(v string) map[string]string { return map[string]string{"app.kubernetes.io/version": v} }
-
-// webSpec is a config template with one spec, web, whose trigger is the
-// Deployment web, and the given release specs (YAML lines indented by 6).
-func webSpec(releaseSpecs string) string {
-	return `
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-` + releaseSpecs
-}
+var (
+	deployedAt = releasetest.DeployedAt
+	gone       = releasetest.Gone
+	version    = releasetest.Version
+	webSpec    = releasetest.WebSpec
+)
 
 const webConfig = `
 namespaces: [{{.NS}}]
@@ -212,13 +150,13 @@ specs:
 
 func TestBinaryLifecycle(t *testing.T) {
 	e := newEnv(t)
-	e.deployment("web", version("1.0.0"))
-	cfg := e.writeConfig(webConfig)
+	e.Deployment("web", version("1.0.0"))
+	cfg := e.WriteConfig(webConfig)
 	// As the manifests deploy it: every leader election flag at its default,
 	// the Lease's namespace from POD_NAMESPACE.
-	p := testenv.StartProcessEnv(t, []string{"POD_NAMESPACE=" + e.ns}, autox, baseRunArgs(cfg)...)
+	p := testenv.StartProcessEnv(t, []string{"POD_NAMESPACE=" + e.NS}, autox, baseRunArgs(cfg)...)
 
-	hello := e.waitRelease("web-hello", "installed", deployedAt(1))
+	hello := e.WaitRelease("web-hello", "installed", deployedAt(1))
 	if e.leaseHolder() == "" {
 		t.Error("autox wrote without holding the Lease autox in POD_NAMESPACE")
 	}
@@ -229,25 +167,25 @@ func TestBinaryLifecycle(t *testing.T) {
 	if trig["name"] != "web" || trig["resource"] != "deployments" || trig["labels"].(map[string]interface{})["app.kubernetes.io/version"] != "1.0.0" {
 		t.Errorf("autox.trigger values = %v", trig)
 	}
-	job := e.waitRelease("web-job", "installed", deployedAt(1))
+	job := e.WaitRelease("web-job", "installed", deployedAt(1))
 
-	e.relabel("web", version("2.0.0"))
-	e.waitRelease("web-hello", "upgraded", deployedAt(2))
-	e.waitRelease("web-job", "reinstalled", func(r *format.Release) bool {
+	e.Relabel("web", version("2.0.0"))
+	e.WaitRelease("web-hello", "upgraded", deployedAt(2))
+	e.WaitRelease("web-job", "reinstalled", func(r *format.Release) bool {
 		return r != nil && r.Revision == 1 && r.Status == release.StatusDeployed && r.FirstDeployed.After(job.FirstDeployed)
 	})
 
-	e.relabel("web", nil)
-	e.waitRelease("web-hello", "uninstalled after the label went", gone)
-	e.waitRelease("web-job", "uninstalled after the label went", gone)
+	e.Relabel("web", nil)
+	e.WaitRelease("web-hello", "uninstalled after the label went", gone)
+	e.WaitRelease("web-job", "uninstalled after the label went", gone)
 
-	e.relabel("web", version("3.0.0"))
-	e.waitRelease("web-hello", "installed again", deployedAt(1))
-	if err := cluster.Client.AppsV1().Deployments(e.ns).Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
+	e.Relabel("web", version("3.0.0"))
+	e.WaitRelease("web-hello", "installed again", deployedAt(1))
+	if err := cluster.Client.AppsV1().Deployments(e.NS).Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitRelease("web-hello", "uninstalled after the delete", gone)
-	e.waitRelease("web-job", "uninstalled after the delete", gone)
+	e.WaitRelease("web-hello", "uninstalled after the delete", gone)
+	e.WaitRelease("web-job", "uninstalled after the delete", gone)
 
 	if code := p.Stop(patience); code != 0 {
 		t.Fatalf("SIGTERM: exit code %d, want 0", code)
@@ -255,18 +193,18 @@ func TestBinaryLifecycle(t *testing.T) {
 	if h := e.leaseHolder(); h != "" {
 		t.Errorf("the Lease is still held by %q after a clean stop", h)
 	}
-	if e.release("api-hello") != nil {
+	if e.Release("api-hello") != nil {
 		t.Error("a spec whose trigger never existed got a release")
 	}
 }
 
 func TestBinaryRestarts(t *testing.T) {
 	e := newEnv(t)
-	e.deployment("web", version("1.0.0"))
-	cfg := e.writeConfig(webConfig)
+	e.Deployment("web", version("1.0.0"))
+	cfg := e.WriteConfig(webConfig)
 	p := e.run(cfg)
-	e.waitRelease("web-hello", "installed", deployedAt(1))
-	first := e.waitRelease("web-job", "installed", deployedAt(1))
+	e.WaitRelease("web-hello", "installed", deployedAt(1))
+	first := e.WaitRelease("web-job", "installed", deployedAt(1))
 	p.Stop(patience)
 
 	for i := 0; i < 5; i++ {
@@ -281,18 +219,18 @@ func TestBinaryRestarts(t *testing.T) {
 			t.Fatalf("restart %d made a Helm write:\n%s", i, p.Output())
 		}
 	}
-	if r := e.release("web-hello"); r.Revision != 1 {
+	if r := e.Release("web-hello"); r.Revision != 1 {
 		t.Errorf("web-hello revision = %d after 5 restarts", r.Revision)
 	}
-	if r := e.release("web-job"); r.Revision != 1 || !r.FirstDeployed.Equal(first.FirstDeployed) {
+	if r := e.Release("web-job"); r.Revision != 1 || !r.FirstDeployed.Equal(first.FirstDeployed) {
 		t.Errorf("web-job disturbed by restarts: %+v", r)
 	}
 
 	// Restart with the web spec removed: start-up cleanup uninstalls it.
-	cfg = e.writeConfig(strings.SplitN(webConfig, "  web:", 2)[0] + "  api:" + strings.SplitN(webConfig, "  api:", 2)[1])
+	cfg = e.WriteConfig(strings.SplitN(webConfig, "  web:", 2)[0] + "  api:" + strings.SplitN(webConfig, "  api:", 2)[1])
 	p = e.run(cfg)
-	e.waitRelease("web-hello", "uninstalled at start", gone)
-	e.waitRelease("web-job", "uninstalled at start", gone)
+	e.WaitRelease("web-hello", "uninstalled at start", gone)
+	e.WaitRelease("web-job", "uninstalled at start", gone)
 	p.Stop(patience)
 }
 
@@ -300,14 +238,14 @@ func TestBinaryLeavesForeignReleaseAlone(t *testing.T) {
 	e := newEnv(t)
 	// A release of the wanted name, installed without autox's labels (as
 	// `helm install` would). autox must report it and never touch it.
-	cluster.InstallUnlabelled(t, e.ns, "web-hello", filepath.Join(e.charts, "hello"))
-	e.deployment("web", version("1.0.0"))
-	p := e.run(e.writeConfig(webConfig))
-	e.waitRelease("web-job", "installed", deployedAt(1))
+	cluster.InstallUnlabelled(t, e.NS, "web-hello", filepath.Join(e.Charts, "hello"))
+	e.Deployment("web", version("1.0.0"))
+	p := e.run(e.WriteConfig(webConfig))
+	e.WaitRelease("web-job", "installed", deployedAt(1))
 	// Two passes after the first report: at least one whole pass, which
 	// reconciles the spec in full (a conflict is never in sync), came after.
 	e.waitPasses(p, e.waitLog(p, `"action":"conflict"`), 2)
-	if r := e.release("web-hello"); r.Managed() || r.Revision != 1 || r.Values["greeting"] != "mine" {
+	if r := e.Release("web-hello"); r.Managed() || r.Revision != 1 || r.Values["greeting"] != "mine" {
 		t.Errorf("foreign release touched: %+v", r)
 	}
 	p.Stop(patience)
@@ -315,13 +253,13 @@ func TestBinaryLeavesForeignReleaseAlone(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	e := newEnv(t)
-	good := e.writeConfig(webConfig)
+	good := e.WriteConfig(webConfig)
 	p := testenv.StartProcess(t, autox, "validate", "--config", good)
 	if code, err := p.Wait(patience); err != nil || code != 0 {
 		t.Fatalf("validate good config: code %d, %v\n%s", code, err, p.Output())
 	}
 
-	bad := e.writeConfig(webConfig + `  web2:
+	bad := e.WriteConfig(webConfig + `  web2:
     trigger: {group: apps, version: v1beta2, resource: deployments, name: web, namespace: {{.NS}}}
     releaseSpecs:
       x: {chart: {path: {{.Charts}}/hello}, onChange: sometimes}

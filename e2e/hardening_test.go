@@ -16,18 +16,12 @@ import (
 // hooks again.
 func TestFailingReleaseRespectsBackoff(t *testing.T) {
 	e := newEnv(t)
-	e.deployment("web", version("1.0.0"))
-	p := e.run(e.writeConfig(`
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      rejected: {chart: {path: {{.Charts}}/rejected}}
+	e.Deployment("web", version("1.0.0"))
+	p := e.run(e.WriteConfig(webSpec(`      rejected: {chart: {path: {{.Charts}}/rejected}}
       hello: {chart: {path: {{.Charts}}/hello}}
-`), "--resync", "3s")
+`)), "--resync", "3s")
 	metric := e.metricsOf(p)
-	e.waitRelease("web-hello", "installed beside the failing release", deployedAt(1))
+	e.WaitRelease("web-hello", "installed beside the failing release", deployedAt(1))
 	failed := func() float64 {
 		var n float64
 		for _, a := range []string{"install", "upgrade", "reinstall"} {
@@ -49,10 +43,10 @@ specs:
 	if got < 3 {
 		t.Errorf("only %.0f failed operations: the failing release is not retried", got)
 	}
-	if r := e.release("web-rejected"); r != nil && r.Status == release.StatusDeployed {
+	if r := e.Release("web-rejected"); r != nil && r.Status == release.StatusDeployed {
 		t.Errorf("the rejected chart deployed: %+v", r)
 	}
-	if r := e.release("web-hello"); r.Revision != 1 {
+	if r := e.Release("web-hello"); r.Revision != 1 {
 		t.Errorf("web-hello revision %d: the sibling's retries disturbed it", r.Revision)
 	}
 	p.Stop(patience)
@@ -64,7 +58,7 @@ specs:
 func TestDroppedNamespaceIsCollected(t *testing.T) {
 	e := newEnv(t)
 	other := cluster.Namespace(t)
-	e.deployment("web", version("1.0.0"))
+	e.Deployment("web", version("1.0.0"))
 	v1 := strings.ReplaceAll(`
 namespaces: [{{.NS}}, OTHER]
 specs:
@@ -76,14 +70,14 @@ specs:
 `, "OTHER", other)
 	k := testenv.NewKubeletDir(t, "config.yaml", e.render(v1))
 	p := e.run(k.Path(), "--config-debounce", "100ms")
-	e.waitRelease("web-hello", "installed", deployedAt(1))
-	away := e.releases()
+	e.WaitRelease("web-hello", "installed", deployedAt(1))
+	away := e.Releases()
 	away.Namespace = other
 	away.Wait("web-away", "installed in the other namespace", deployedAt(1))
 
 	k.Update(e.render(oneSpec))
 	away.Wait("web-away", "uninstalled with its namespace dropped from the config", gone)
-	if r := e.release("web-hello"); r.Revision != 1 {
+	if r := e.Release("web-hello"); r.Revision != 1 {
 		t.Errorf("web-hello revision %d", r.Revision)
 	}
 	p.Stop(patience)

@@ -35,7 +35,7 @@ func number(s string) float64 {
 // process that took over would.
 func (e *env) stealLease(d time.Duration) {
 	e.t.Helper()
-	leases := cluster.Client.CoordinationV1().Leases(e.ns)
+	leases := cluster.Client.CoordinationV1().Leases(e.NS)
 	l, err := leases.Get(context.Background(), "autox", metav1.GetOptions{})
 	if err != nil {
 		e.t.Fatal(err)
@@ -52,14 +52,8 @@ func alive(p *testenv.Process) bool {
 	return err != nil
 }
 
-const slowConfig = `
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      slow: {chart: {path: {{.Charts}}/slow}}
-`
+var slowConfig = webSpec(`      slow: {chart: {path: {{.Charts}}/slow}}
+`)
 
 // blockedInstall waits until p's install of the slow chart waits on its
 // hook Job, which never completes on a control plane without controllers.
@@ -77,11 +71,11 @@ func blockedInstall(t *testing.T, p *testenv.Process) {
 // ended. The process stays up as a standby.
 func TestLostLeaseStopsWritingAtOnce(t *testing.T) {
 	e := newEnv(t)
-	e.deployment("web", version("1.0.0"))
-	p := e.run(e.writeConfig(slowConfig), "--helm-timeout", "10s")
+	e.Deployment("web", version("1.0.0"))
+	p := e.run(e.WriteConfig(slowConfig), "--helm-timeout", "10s")
 	metric := e.metricsOf(p)
 	blockedInstall(t, p)
-	if r := e.release("web-slow"); r == nil || r.Status != release.StatusPendingInstall {
+	if r := e.Release("web-slow"); r == nil || r.Status != release.StatusPendingInstall {
 		t.Fatalf("the install is not pending: %+v", r)
 	}
 
@@ -94,7 +88,7 @@ func TestLostLeaseStopsWritingAtOnce(t *testing.T) {
 	// or to have changed the record.
 	var r *format.Release
 	testenv.Eventually(t, patience, "Helm's write of the failed install", func() (bool, error) {
-		r = e.release("web-slow")
+		r = e.Release("web-slow")
 		return number(metric("autox_fenced_writes_total")) >= 1 || r == nil || r.Status != release.StatusPendingInstall, nil
 	})
 	if r == nil || r.Status != release.StatusPendingInstall || r.Revision != 1 {
@@ -117,8 +111,8 @@ func TestLostLeaseStopsWritingAtOnce(t *testing.T) {
 // has finished, fenced its writes and released the Lease.
 func TestRollingUpdateWaitsForLease(t *testing.T) {
 	e := newEnv(t)
-	e.deployment("web", version("1.0.0"))
-	cfg := e.writeConfig(slowConfig)
+	e.Deployment("web", version("1.0.0"))
+	cfg := e.WriteConfig(slowConfig)
 	// The shutdown timeout (8s) is twice the lease duration (4s): a Lease not
 	// held through the old process's shutdown would pass to the new one.
 	old := e.run(cfg, "--helm-timeout", "1h", "--shutdown-timeout", "8s")
@@ -160,11 +154,11 @@ func TestRollingUpdateWaitsForLease(t *testing.T) {
 // start-up cleanup leaves both specs' releases alone.
 func TestStandbyKeepsLastValidConfig(t *testing.T) {
 	e := newEnv(t)
-	e.deployment("web", version("1.0.0"))
-	e.deployment("db", version("1.0.0"))
+	e.Deployment("web", version("1.0.0"))
+	e.Deployment("db", version("1.0.0"))
 	k := testenv.NewKubeletDir(t, "config.yaml", e.render(oneSpec))
 	a := e.run(k.Path(), "--config-debounce", "100ms")
-	e.waitRelease("web-hello", "installed", deployedAt(1))
+	e.WaitRelease("web-hello", "installed", deployedAt(1))
 	b := e.run(k.Path(), "--config-debounce", "100ms")
 	leader, standby := a, b
 	testenv.Eventually(t, patience, "the standby standing by", func() (bool, error) {
@@ -172,7 +166,7 @@ func TestStandbyKeepsLastValidConfig(t *testing.T) {
 	})
 
 	k.Update(e.render(twoSpecs))
-	e.waitRelease("db-hello", "installed after v2", deployedAt(1))
+	e.WaitRelease("db-hello", "installed after v2", deployedAt(1))
 	testenv.Eventually(t, patience, "the standby saw v2", func() (bool, error) {
 		return strings.Contains(standby.Output(), "config kept for when this process leads"), nil
 	})
@@ -182,7 +176,7 @@ func TestStandbyKeepsLastValidConfig(t *testing.T) {
 			return strings.Contains(p.Output(), "config reload: invalid config"), nil
 		})
 	}
-	web, db := e.release("web-hello"), e.release("db-hello")
+	web, db := e.Release("web-hello"), e.Release("db-hello")
 
 	leader.Kill()
 	testenv.Eventually(t, patience, "the standby leading", func() (bool, error) {
@@ -193,7 +187,7 @@ func TestStandbyKeepsLastValidConfig(t *testing.T) {
 		return strings.Contains(standby.Output()[after:], `"message":"pass complete"`), nil
 	})
 	for _, want := range []*format.Release{web, db} {
-		r := e.release(want.Name)
+		r := e.Release(want.Name)
 		if r == nil || r.Revision != want.Revision || !r.FirstDeployed.Equal(want.FirstDeployed) {
 			t.Errorf("%s changed at the takeover: %+v", want.Name, r)
 		}

@@ -50,19 +50,13 @@ func metricValue(body, series string) string {
 	return ""
 }
 
-const observedConfig = `
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      hello: {chart: {path: {{.Charts}}/hello}}
+var observedConfig = webSpec(`      hello: {chart: {path: {{.Charts}}/hello}}
       broken: {chart: {path: {{.Charts}}/broken}}
-`
+`)
 
 func TestMetricsProbesAndEvents(t *testing.T) {
 	e := newEnv(t)
-	e.deployment("web", version("1.0.0"))
+	e.Deployment("web", version("1.0.0"))
 	k := testenv.NewKubeletDir(t, "config.yaml", e.render(observedConfig))
 	p := e.run(k.Path(), "--config-debounce", "50ms")
 	base := e.httpBase(p)
@@ -73,9 +67,9 @@ func TestMetricsProbesAndEvents(t *testing.T) {
 	if code, body := httpGet(base + "/healthz"); code != 200 {
 		t.Errorf("/healthz = %d %s", code, body)
 	}
-	e.waitRelease("web-hello", "installed", deployedAt(1))
-	e.relabel("web", version("2.0.0"))
-	e.waitRelease("web-hello", "upgraded", deployedAt(2))
+	e.WaitRelease("web-hello", "installed", deployedAt(1))
+	e.Relabel("web", version("2.0.0"))
+	e.WaitRelease("web-hello", "upgraded", deployedAt(2))
 	k.Update("not: [valid")
 
 	testenv.Eventually(t, patience, "metrics", func() (bool, error) {
@@ -105,7 +99,7 @@ func TestMetricsProbesAndEvents(t *testing.T) {
 
 	// Events on the trigger: what autox did for it, never values.
 	testenv.Eventually(t, patience, "events on the Deployment", func() (bool, error) {
-		list, err := cluster.Client.CoreV1().Events(e.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=web"})
+		list, err := cluster.Client.CoreV1().Events(e.NS).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=web"})
 		if err != nil {
 			return false, err
 		}

@@ -72,24 +72,24 @@ specs:
 func TestPlanMatchesRun(t *testing.T) {
 	e := newEnv(t)
 	for _, n := range []string{"web", "db", "api"} {
-		e.deployment(n, version("1.0.0"))
+		e.Deployment(n, version("1.0.0"))
 	}
-	e.deployment("unlabelled", nil)
-	cluster.InstallUnlabelled(t, e.ns, "foreign", filepath.Join(e.charts, "hello"))
+	e.Deployment("unlabelled", nil)
+	cluster.InstallUnlabelled(t, e.NS, "foreign", filepath.Join(e.Charts, "hello"))
 
-	before := e.writeConfig(planBefore)
+	before := e.WriteConfig(planBefore)
 	p := e.run(before)
 	for _, r := range []string{"a-x", "a-gone", "b-yy"} {
-		e.waitRelease(r, "installed", deployedAt(1))
+		e.WaitRelease(r, "installed", deployedAt(1))
 	}
 	p.Stop(patience)
 
-	after := e.writeConfigAs("after.yaml", planAfter)
+	after := e.WriteConfigAs("after.yaml", planAfter)
 	steps := e.plan(after)
 	got := map[string]string{}
 	for _, s := range steps {
 		got[s.Release] = s.Action + ": " + s.Reason
-		if s.Namespace != e.ns || s.Spec == "" {
+		if s.Namespace != e.NS || s.Spec == "" {
 			t.Errorf("incomplete step %+v", s)
 		}
 	}
@@ -118,8 +118,8 @@ func TestPlanMatchesRun(t *testing.T) {
 
 	// Run the new config and collect the Helm writes it logs.
 	p = e.run(after)
-	e.waitRelease("c-z", "installed", deployedAt(1))
-	e.waitRelease("b-yy", "uninstalled", gone)
+	e.WaitRelease("c-z", "installed", deployedAt(1))
+	e.WaitRelease("b-yy", "uninstalled", gone)
 	testenv.Eventually(t, patience, "converged", func() (bool, error) {
 		return strings.Count(p.Output(), `"message":"pass complete"`) >= 3, nil
 	})

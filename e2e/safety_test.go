@@ -34,9 +34,9 @@ func manySpecs(n int) string {
 func (e *env) manyTriggers(n int) string {
 	e.t.Helper()
 	for i := 0; i < n; i++ {
-		e.deployment(fmt.Sprintf("t%02d", i), version("1.0.0"))
+		e.Deployment(fmt.Sprintf("t%02d", i), version("1.0.0"))
 	}
-	return e.writeConfig(manySpecs(n))
+	return e.WriteConfig(manySpecs(n))
 }
 
 // proxied starts a proxy to the API server, closed with the test, and
@@ -81,14 +81,14 @@ func TestKillNineWhileConverging(t *testing.T) {
 	want := map[string]string{}
 	for i := 0; i < triggers; i++ {
 		name := fmt.Sprintf("t%02d", i)
-		e.deployment(name, version("1.0.0"))
+		e.Deployment(name, version("1.0.0"))
 		want[name] = "1.0.0"
 	}
-	cfg := e.writeConfig(manySpecs(triggers))
+	cfg := e.WriteConfig(manySpecs(triggers))
 	firstDeployed := map[string]time.Time{} // release -> first deployed time, once seen deployed
 	observe := func() {
 		for name := range want {
-			r := e.release(name + "-hello")
+			r := e.Release(name + "-hello")
 			if r == nil {
 				if _, seen := firstDeployed[name]; seen {
 					t.Fatalf("release %s-hello was uninstalled although its trigger stayed labelled", name)
@@ -124,12 +124,12 @@ func TestKillNineWhileConverging(t *testing.T) {
 		for j := 0; j < 4; j++ {
 			name := fmt.Sprintf("t%02d", rng.Intn(triggers))
 			want[name] = fmt.Sprintf("1.%d.%d", k+1, j)
-			e.relabel(name, version(want[name]))
+			e.Relabel(name, version(want[name]))
 		}
 	}
 	pending := 0
 	for name := range want {
-		if r := e.release(name + "-hello"); r != nil && r.Status.IsPending() {
+		if r := e.Release(name + "-hello"); r != nil && r.Status.IsPending() {
 			pending++
 		}
 	}
@@ -140,7 +140,7 @@ func TestKillNineWhileConverging(t *testing.T) {
 	p := e.run(cfg, "--helm-timeout", "2s")
 	testenv.Eventually(t, 3*patience, "every release deployed with its trigger's version", func() (bool, error) {
 		for name, v := range want {
-			r, err := e.helm.Lookup(context.Background(), e.ns, name+"-hello")
+			r, err := e.Helm.Lookup(context.Background(), e.NS, name+"-hello")
 			if err != nil || r == nil || r.Status != release.StatusDeployed || labelOf(r) != v {
 				return false, err
 			}
@@ -149,7 +149,7 @@ func TestKillNineWhileConverging(t *testing.T) {
 	})
 	observe()
 	for name := range want {
-		r := e.release(name + "-hello")
+		r := e.Release(name + "-hello")
 		if r.Values["index"] != float64(name[1]-'0')*10+float64(name[2]-'0') {
 			t.Errorf("%s: values %v", name, r.Values)
 		}
@@ -169,7 +169,7 @@ func TestTwoProcessesOneWriter(t *testing.T) {
 	cfg := e.manyTriggers(n)
 	a, b := e.run(cfg), e.run(cfg)
 	for i := 0; i < n; i++ {
-		e.waitRelease(fmt.Sprintf("t%02d-hello", i), "installed", deployedAt(1))
+		e.WaitRelease(fmt.Sprintf("t%02d-hello", i), "installed", deployedAt(1))
 	}
 	var leader, standby *testenv.Process
 	testenv.Eventually(t, patience, "one leader and one standby", func() (bool, error) {
@@ -185,7 +185,7 @@ func TestTwoProcessesOneWriter(t *testing.T) {
 	// installs, while the standby ran too.
 	e.waitPasses(leader, len(leader.Output()), 2)
 	for i := 0; i < n; i++ {
-		if r := e.release(fmt.Sprintf("t%02d-hello", i)); r.Revision != 1 {
+		if r := e.Release(fmt.Sprintf("t%02d-hello", i)); r.Revision != 1 {
 			t.Errorf("t%02d-hello has revision %d with two processes", i, r.Revision)
 		}
 	}
@@ -198,13 +198,13 @@ func TestTwoProcessesOneWriter(t *testing.T) {
 	}
 
 	leader.Kill()
-	e.relabel("t03", version("2.0.0"))
-	e.waitRelease("t03-hello", "upgraded by the standby", deployedAt(2))
+	e.Relabel("t03", version("2.0.0"))
+	e.WaitRelease("t03-hello", "upgraded by the standby", deployedAt(2))
 	if !strings.Contains(standby.Output(), "leading: this process writes") {
 		t.Error("the standby did not log that it took over")
 	}
 	for i := 0; i < n; i++ {
-		if r := e.release(fmt.Sprintf("t%02d-hello", i)); i != 3 && r.Revision != 1 {
+		if r := e.Release(fmt.Sprintf("t%02d-hello", i)); i != 3 && r.Revision != 1 {
 			t.Errorf("t%02d-hello revision %d after the takeover", i, r.Revision)
 		}
 	}
@@ -224,7 +224,7 @@ func TestUpgradeOfAutoxMakesNoWrites(t *testing.T) {
 	cfg := e.manyTriggers(n)
 	p := e.run(cfg)
 	for i := 0; i < n; i++ {
-		e.waitRelease(fmt.Sprintf("t%02d-hello", i), "installed", deployedAt(1))
+		e.WaitRelease(fmt.Sprintf("t%02d-hello", i), "installed", deployedAt(1))
 	}
 	p.Stop(patience)
 
@@ -245,7 +245,7 @@ func TestUpgradeOfAutoxMakesNoWrites(t *testing.T) {
 		t.Errorf("the upgraded autox made Helm writes:\n%s", p2.Output())
 	}
 	for i := 0; i < n; i++ {
-		if r := e.release(fmt.Sprintf("t%02d-hello", i)); r.Revision != 1 {
+		if r := e.Release(fmt.Sprintf("t%02d-hello", i)); r.Revision != 1 {
 			t.Errorf("t%02d-hello revision %d", i, r.Revision)
 		}
 	}
@@ -264,7 +264,7 @@ func (e *env) installedMany(n int) map[string]time.Time {
 	before := map[string]time.Time{}
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("t%02d-hello", i)
-		before[name] = e.waitRelease(name, "installed", deployedAt(1)).FirstDeployed
+		before[name] = e.WaitRelease(name, "installed", deployedAt(1)).FirstDeployed
 	}
 	return before
 }
@@ -272,15 +272,15 @@ func (e *env) installedMany(n int) map[string]time.Time {
 // changeTriggers changes t01 and t02 through the direct connection.
 func (e *env) changeTriggers() {
 	e.t.Helper()
-	e.relabel("t01", nil)
-	e.relabel("t02", version("2.0.0"))
+	e.Relabel("t01", nil)
+	e.Relabel("t02", version("2.0.0"))
 }
 
 // unchanged fails the test when a release is not as before.
 func (e *env) unchanged(before map[string]time.Time, during string) {
 	e.t.Helper()
 	for name, fd := range before {
-		if r := e.release(name); r == nil || !r.FirstDeployed.Equal(fd) || r.Revision != 1 {
+		if r := e.Release(name); r == nil || !r.FirstDeployed.Equal(fd) || r.Revision != 1 {
 			e.t.Fatalf("%s changed %s: %+v", name, during, r)
 		}
 	}
@@ -290,10 +290,10 @@ func (e *env) unchanged(before map[string]time.Time, during string) {
 // the other releases were not disturbed.
 func (e *env) converged(before map[string]time.Time, after string) {
 	e.t.Helper()
-	e.waitRelease("t01-hello", "uninstalled "+after, gone)
-	e.waitRelease("t02-hello", "upgraded "+after, deployedAt(2))
+	e.WaitRelease("t01-hello", "uninstalled "+after, gone)
+	e.WaitRelease("t02-hello", "upgraded "+after, deployedAt(2))
 	for _, name := range []string{"t00-hello", "t03-hello", "t04-hello"} {
-		if r := e.release(name); r.Revision != 1 || !r.FirstDeployed.Equal(before[name]) {
+		if r := e.Release(name); r.Revision != 1 || !r.FirstDeployed.Equal(before[name]) {
 			e.t.Errorf("%s disturbed (checked %s): %+v", name, after, r)
 		}
 	}
@@ -309,9 +309,9 @@ func TestAPIServerOutage(t *testing.T) {
 	const n = 5
 	e := newEnv(t)
 	cfg := e.manyTriggers(n)
-	e.deployment(fmt.Sprintf("t%02d", n), version("1.0.0"))
+	e.Deployment(fmt.Sprintf("t%02d", n), version("1.0.0"))
 	proxy, kubeconfig := e.proxied()
-	p := testenv.StartProcess(t, autox, append(baseRunArgs(cfg), "--kubeconfig", kubeconfig, "--leader-election-namespace", e.ns)...)
+	p := testenv.StartProcess(t, autox, append(baseRunArgs(cfg), "--kubeconfig", kubeconfig, "--leader-election-namespace", e.NS)...)
 	before := e.installedMany(n)
 
 	proxy.Pause()
@@ -332,8 +332,8 @@ func TestAPIServerOutage(t *testing.T) {
 	})
 	e.converged(before, "after the outage")
 	// A config change made after the outage: one more spec.
-	e.writeConfig(manySpecs(n + 1))
-	e.waitRelease(fmt.Sprintf("t%02d-hello", n), "installed by a config change after the outage", deployedAt(1))
+	e.WriteConfig(manySpecs(n + 1))
+	e.WaitRelease(fmt.Sprintf("t%02d-hello", n), "installed by a config change after the outage", deployedAt(1))
 	if code := p.Stop(patience); code != 0 {
 		t.Errorf("exit code %d", code)
 	}
@@ -406,7 +406,7 @@ func TestGracefulStop(t *testing.T) {
 		}
 		installed := 0
 		for i := 0; i < n; i++ {
-			if r := e.release(fmt.Sprintf("t%02d-hello", i)); r != nil {
+			if r := e.Release(fmt.Sprintf("t%02d-hello", i)); r != nil {
 				installed++
 				if r.Status != release.StatusDeployed {
 					t.Errorf("t%02d-hello left %s by a graceful stop", i, r.Status)
@@ -422,8 +422,8 @@ func TestGracefulStop(t *testing.T) {
 	slowConfig := webSpec("      slow: {chart: {path: {{.Charts}}/slow}}\n")
 	// blocked starts autox and waits until its install waits on the hook.
 	blocked := func(e *env, extra ...string) *testenv.Process {
-		e.deployment("web", version("1.0.0"))
-		p := e.run(e.writeConfig(slowConfig), append([]string{"--helm-timeout", "1h"}, extra...)...)
+		e.Deployment("web", version("1.0.0"))
+		p := e.run(e.WriteConfig(slowConfig), append([]string{"--helm-timeout", "1h"}, extra...)...)
 		e.waitLog(p, "Watching for changes to Job")
 		return p
 	}

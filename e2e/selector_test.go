@@ -43,11 +43,11 @@ func selected(v string) map[string]string {
 
 func (e *env) deleteDeployment(name string) {
 	e.t.Helper()
-	if err := cluster.Client.AppsV1().Deployments(e.ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+	if err := cluster.Client.AppsV1().Deployments(e.NS).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
 	testenv.Eventually(e.t, patience, "deployment "+name+" gone", func() (bool, error) {
-		_, err := cluster.Client.AppsV1().Deployments(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+		_, err := cluster.Client.AppsV1().Deployments(e.NS).Get(context.Background(), name, metav1.GetOptions{})
 		return err != nil, nil
 	})
 }
@@ -55,7 +55,7 @@ func (e *env) deleteDeployment(name string) {
 // objectOf returns the object labels of a release's newest record.
 func (e *env) objectOf(name string) (string, string) {
 	e.t.Helper()
-	list, err := cluster.Client.CoreV1().Secrets(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "owner=helm,name=" + name})
+	list, err := cluster.Client.CoreV1().Secrets(e.NS).List(context.Background(), metav1.ListOptions{LabelSelector: "owner=helm,name=" + name})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -78,39 +78,39 @@ func helmWrites(p *testenv.Process) int { return strings.Count(p.Output(), `"mes
 // gets a new one; objects outside the selector get nothing.
 func TestSelectorObjectsComeAndGo(t *testing.T) {
 	e := newEnv(t)
-	e.deployment("a", selected("1"))
-	e.deployment("b", map[string]string{"autox.dev/experiment": "enabled"}) // selected, no trigger label
-	e.deployment("c", version("1"))                                         // not selected
-	p := e.run(e.writeConfig(selectorConfig))
+	e.Deployment("a", selected("1"))
+	e.Deployment("b", map[string]string{"autox.dev/experiment": "enabled"}) // selected, no trigger label
+	e.Deployment("c", version("1"))                                         // not selected
+	p := e.run(e.WriteConfig(selectorConfig))
 
-	rel := e.waitRelease("a-job", "installed for object a", deployedAt(1))
+	rel := e.WaitRelease("a-job", "installed for object a", deployedAt(1))
 	trig := rel.Values["autox"].(map[string]interface{})["trigger"].(map[string]interface{})
-	if trig["name"] != "a" || trig["namespace"] != e.ns {
+	if trig["name"] != "a" || trig["namespace"] != e.NS {
 		t.Errorf("injected trigger = %v, want object a", trig)
 	}
-	if ns, obj := e.objectOf("a-job"); ns != e.ns || obj != "a" || rel.Spec != "exp" || rel.ReleaseSpec != "job" {
+	if ns, obj := e.objectOf("a-job"); ns != e.NS || obj != "a" || rel.Spec != "exp" || rel.ReleaseSpec != "job" {
 		t.Errorf("release labels: object %s/%s, spec %s, release spec %s", ns, obj, rel.Spec, rel.ReleaseSpec)
 	}
 	e.waitPasses(p, 0, 2)
 	for _, name := range []string{"b-job", "c-job"} {
-		if r := e.release(name); r != nil {
+		if r := e.Release(name); r != nil {
 			t.Errorf("%s installed for an object exp does not serve", name)
 		}
 	}
 
-	e.relabel("b", selected("1"))
-	e.waitRelease("b-job", "installed once b has its trigger label", deployedAt(1))
-	e.relabel("a", version("1")) // no longer selected
-	e.waitRelease("a-job", "uninstalled once a left the selector", gone)
-	e.relabel("b", map[string]string{"autox.dev/experiment": "enabled"})
-	e.waitRelease("b-job", "uninstalled once b lost its trigger label", gone)
+	e.Relabel("b", selected("1"))
+	e.WaitRelease("b-job", "installed once b has its trigger label", deployedAt(1))
+	e.Relabel("a", version("1")) // no longer selected
+	e.WaitRelease("a-job", "uninstalled once a left the selector", gone)
+	e.Relabel("b", map[string]string{"autox.dev/experiment": "enabled"})
+	e.WaitRelease("b-job", "uninstalled once b lost its trigger label", gone)
 
-	e.deployment("d", selected("1"))
-	first := e.waitRelease("d-job", "installed for a new object", deployedAt(1))
+	e.Deployment("d", selected("1"))
+	first := e.WaitRelease("d-job", "installed for a new object", deployedAt(1))
 	e.deleteDeployment("d")
-	e.waitRelease("d-job", "uninstalled once d was deleted", gone)
-	e.deployment("d", selected("2"))
-	again := e.waitRelease("d-job", "installed for d recreated", deployedAt(1))
+	e.WaitRelease("d-job", "uninstalled once d was deleted", gone)
+	e.Deployment("d", selected("2"))
+	again := e.WaitRelease("d-job", "installed for d recreated", deployedAt(1))
 	if !again.FirstDeployed.After(first.FirstDeployed) && again.FirstDeployed.Equal(first.FirstDeployed) {
 		t.Errorf("d-job of the recreated d is the old release")
 	}
@@ -124,19 +124,19 @@ func TestSelectorObjectsComeAndGo(t *testing.T) {
 func TestSelectorWhileDown(t *testing.T) {
 	e := newEnv(t)
 	long := "very-long-deployment-name-" + strings.Repeat("x", 45) // 71 characters
-	e.deployment("a", selected("1"))
-	e.deployment(long, selected("1"))
-	cfg := e.writeConfig(selectorConfig)
+	e.Deployment("a", selected("1"))
+	e.Deployment(long, selected("1"))
+	cfg := e.WriteConfig(selectorConfig)
 	p := e.run(cfg)
-	e.waitRelease("a-job", "installed", deployedAt(1))
-	longRelease, err := config.RenderReleaseName(config.DefaultSelectorReleaseName, "exp", "job", e.ns, long)
+	e.WaitRelease("a-job", "installed", deployedAt(1))
+	longRelease, err := config.RenderReleaseName(config.DefaultSelectorReleaseName, "exp", "job", e.NS, long)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(longRelease) != 53 || !strings.HasPrefix(longRelease, (long + "-job")[:40]+"-") {
 		t.Fatalf("long release name %q: want its first 40 characters, '-' and 12 hex digits", longRelease)
 	}
-	e.waitRelease(longRelease, "installed for the long-named object", deployedAt(1))
+	e.WaitRelease(longRelease, "installed for the long-named object", deployedAt(1))
 	if _, obj := e.objectOf(longRelease); len(obj) != 63 || !strings.HasPrefix(obj, long[:50]) {
 		t.Errorf("object label of the long name = %q", obj)
 	}
@@ -144,11 +144,11 @@ func TestSelectorWhileDown(t *testing.T) {
 
 	e.deleteDeployment("a")
 	e.deleteDeployment(long)
-	e.deployment("e", selected("1"))
+	e.Deployment("e", selected("1"))
 	p = e.run(cfg)
-	e.waitRelease("e-job", "installed for an object added while down", deployedAt(1))
-	e.waitRelease("a-job", "uninstalled for an object deleted while down", gone)
-	e.waitRelease(longRelease, "uninstalled for the long-named object deleted while down", gone)
+	e.WaitRelease("e-job", "installed for an object added while down", deployedAt(1))
+	e.WaitRelease("a-job", "uninstalled for an object deleted while down", gone)
+	e.WaitRelease(longRelease, "uninstalled for the long-named object deleted while down", gone)
 	p.Stop(patience)
 
 	p = e.run(cfg)
@@ -157,16 +157,16 @@ func TestSelectorWhileDown(t *testing.T) {
 	if n := helmWrites(p); n != 0 {
 		t.Errorf("a restart with nothing changed made %d Helm writes:\n%s", n, p.Output())
 	}
-	if r := e.release("e-job"); r == nil || r.Revision != 1 {
+	if r := e.Release("e-job"); r == nil || r.Revision != 1 {
 		t.Errorf("e-job after the restart: %+v", r)
 	}
 
 	// plan and list show the object of each release.
 	steps := e.cli(0, "plan", "--config", cfg, "-o", "json")
-	if !strings.Contains(steps, `"object": "`+e.ns+`/e"`) {
+	if !strings.Contains(steps, `"object": "`+e.NS+`/e"`) {
 		t.Errorf("plan -o json does not name the object:\n%s", steps)
 	}
-	if list := e.cli(0, "list", "--config", cfg); !strings.Contains(list, "OBJECT") || !strings.Contains(list, e.ns+"/e") {
+	if list := e.cli(0, "list", "--config", cfg); !strings.Contains(list, "OBJECT") || !strings.Contains(list, e.NS+"/e") {
 		t.Errorf("list does not show the object:\n%s", list)
 	}
 }
@@ -177,25 +177,19 @@ func TestSelectorWhileDown(t *testing.T) {
 // names both specs, and plan shows the conflict.
 func TestSelectorConflict(t *testing.T) {
 	e := newEnv(t)
-	named := `
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      hello: {chart: {path: {{.Charts}}/hello}}
-`
-	e.deployment("web", selected("1"))
-	e.deployment("other", selected("1"))
-	cfg := e.writeConfig(named)
+	named := webSpec(`      hello: {chart: {path: {{.Charts}}/hello}}
+`)
+	e.Deployment("web", selected("1"))
+	e.Deployment("other", selected("1"))
+	cfg := e.WriteConfig(named)
 	p := e.run(cfg)
-	e.waitRelease("web-hello", "installed by the named spec", deployedAt(1))
+	e.WaitRelease("web-hello", "installed by the named spec", deployedAt(1))
 
 	// Add the selector spec live, and change the named spec's values: the
 	// conflict freezes web; other is served.
 	both := named + strings.SplitN(selectorConfig, "specs:\n", 2)[1]
-	e.writeConfig(strings.Replace(both, "hello: {chart: {path: {{.Charts}}/hello}}", "hello: {chart: {path: {{.Charts}}/hello}, values: {greeting: changed}}", 1))
-	e.waitRelease("other-job", "installed for the unclaimed object", deployedAt(1))
+	e.WriteConfig(strings.Replace(both, "hello: {chart: {path: {{.Charts}}/hello}}", "hello: {chart: {path: {{.Charts}}/hello}, values: {greeting: changed}}", 1))
+	e.WaitRelease("other-job", "installed for the unclaimed object", deployedAt(1))
 	e.waitEvent("web", "TriggerConflict")
 	_, text := e.events("web")
 	if !strings.Contains(text, "exp, web") {
@@ -203,16 +197,16 @@ specs:
 	}
 	offset := len(p.Output())
 	e.waitPasses(p, offset, 2)
-	if r := e.release("web-hello"); r == nil || r.Revision != 1 {
+	if r := e.Release("web-hello"); r == nil || r.Revision != 1 {
 		t.Errorf("web-hello changed during the conflict: %+v", r)
 	}
-	if r := e.release("web-job"); r != nil {
+	if r := e.Release("web-job"); r != nil {
 		t.Errorf("the selector spec installed web-job for an object in conflict")
 	}
 	p.Stop(patience)
 
 	conflicts := 0
-	for _, s := range e.plan(e.dir + "/config.yaml") {
+	for _, s := range e.plan(e.Dir + "/config.yaml") {
 		if s.Action == "conflict" && strings.Contains(s.Reason, "exp, web") {
 			conflicts++
 		}
@@ -229,12 +223,12 @@ specs:
 func TestSelectorMaxObjects(t *testing.T) {
 	e := newEnv(t)
 	for _, n := range []string{"o1", "o2", "o3", "o4"} {
-		e.deployment(n, selected("1"))
+		e.Deployment(n, selected("1"))
 	}
-	cfg := e.writeConfig(strings.Replace(selectorConfig, "      selector:", "      maxObjects: 2\n      selector:", 1))
+	cfg := e.WriteConfig(strings.Replace(selectorConfig, "      selector:", "      maxObjects: 2\n      selector:", 1))
 	p := e.run(cfg)
-	e.waitRelease("o1-job", "installed", deployedAt(1))
-	e.waitRelease("o2-job", "installed", deployedAt(1))
+	e.WaitRelease("o1-job", "installed", deployedAt(1))
+	e.WaitRelease("o2-job", "installed", deployedAt(1))
 	e.waitEvent("o3", "TriggerOverLimit")
 	e.waitEvent("o4", "TriggerOverLimit")
 	base := e.httpBase(p)
@@ -243,26 +237,26 @@ func TestSelectorMaxObjects(t *testing.T) {
 		return metricValue(body, `autox_selector_objects{spec="exp",state="over_limit"}`) == "2", nil
 	})
 	for _, n := range []string{"o3-job", "o4-job"} {
-		if r := e.release(n); r != nil {
+		if r := e.Release(n); r != nil {
 			t.Errorf("%s installed past maxObjects", n)
 		}
 	}
 	e.deleteDeployment("o1")
-	e.waitRelease("o1-job", "uninstalled", gone)
-	e.waitRelease("o3-job", "installed once o1 left room", deployedAt(1))
+	e.WaitRelease("o1-job", "uninstalled", gone)
+	e.WaitRelease("o3-job", "installed once o1 left room", deployedAt(1))
 	// o0 comes first in name order, but o2 and o3 are served and keep
 	// their releases: o0 gets nothing.
-	e.deployment("o0", selected("1"))
+	e.Deployment("o0", selected("1"))
 	e.waitEvent("o0", "TriggerOverLimit")
 	offset := len(p.Output())
 	e.waitPasses(p, offset, 2)
 	for _, n := range []string{"o0-job", "o4-job"} {
-		if r := e.release(n); r != nil {
+		if r := e.Release(n); r != nil {
 			t.Errorf("%s installed past maxObjects", n)
 		}
 	}
 	for _, n := range []string{"o2-job", "o3-job"} {
-		if r := e.release(n); r == nil || r.Revision != 1 {
+		if r := e.Release(n); r == nil || r.Revision != 1 {
 			t.Errorf("%s disturbed by an object earlier in the order: %+v", n, r)
 		}
 	}
@@ -277,12 +271,12 @@ func TestSelectorMaxObjects(t *testing.T) {
 func TestSelectorListErrorUninstallsNothing(t *testing.T) {
 	e := newEnv(t)
 	proxy, kubeconfig := e.proxied()
-	e.deployment("a", selected("1"))
-	e.deployment("b", selected("1"))
-	cfg := e.writeConfig(selectorConfig)
+	e.Deployment("a", selected("1"))
+	e.Deployment("b", selected("1"))
+	cfg := e.WriteConfig(selectorConfig)
 	p := e.run(cfg, "--kubeconfig", kubeconfig)
-	e.waitRelease("a-job", "installed", deployedAt(1))
-	e.waitRelease("b-job", "installed", deployedAt(1))
+	e.WaitRelease("a-job", "installed", deployedAt(1))
+	e.WaitRelease("b-job", "installed", deployedAt(1))
 
 	listsSelected := func(r *http.Request) bool {
 		return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/deployments") &&
@@ -294,7 +288,7 @@ func TestSelectorListErrorUninstallsNothing(t *testing.T) {
 	deadline := time.Now().Add(6 * time.Second) // three resync periods of 2s
 	for time.Now().Before(deadline) {
 		for _, n := range []string{"a-job", "b-job"} {
-			if r := e.release(n); r == nil || r.Revision != 1 {
+			if r := e.Release(n); r == nil || r.Revision != 1 {
 				t.Fatalf("%s changed while the LISTs failed: %+v\n%s", n, r, p.Output()[offset:])
 			}
 		}
@@ -313,18 +307,18 @@ func TestSelectorListErrorUninstallsNothing(t *testing.T) {
 	}
 	proxy.FailMatching(http.StatusInternalServerError, readsB)
 	failedBefore := proxy.Failed()
-	e.relabel("b", map[string]string{"autox.dev/experiment": "enabled"})
+	e.Relabel("b", map[string]string{"autox.dev/experiment": "enabled"})
 	testenv.Eventually(t, patience, "failed reads of b (or b-job changed)", func() (bool, error) {
-		r := e.release("b-job")
+		r := e.Release("b-job")
 		return proxy.Failed() >= failedBefore+3 || r == nil || r.Revision != 1, nil
 	})
-	if r := e.release("b-job"); r == nil || r.Revision != 1 {
+	if r := e.Release("b-job"); r == nil || r.Revision != 1 {
 		t.Fatalf("b-job changed while b could not be read: %+v\n%s", r, p.Output()[offset:])
 	}
 	proxy.FailWith(0)
 	// Once b can be read, the confirmed removal goes through.
-	e.waitRelease("b-job", "uninstalled once b can be read", gone)
-	if r := e.release("a-job"); r == nil || r.Revision != 1 {
+	e.WaitRelease("b-job", "uninstalled once b can be read", gone)
+	if r := e.Release("a-job"); r == nil || r.Revision != 1 {
 		t.Errorf("a-job after the LIST errors: %+v", r)
 	}
 	p.Stop(patience)
@@ -334,7 +328,7 @@ func TestSelectorListErrorUninstallsNothing(t *testing.T) {
 // templates without a cluster, naming the YAML path.
 func TestSelectorValidate(t *testing.T) {
 	e := newEnv(t)
-	bad := e.writeConfig(`
+	bad := e.WriteConfig(`
 namespaces: [{{.NS}}]
 specs:
   empty:
@@ -360,7 +354,7 @@ specs:
 			t.Errorf("validate does not name %s:\n%s", path, p.Output())
 		}
 	}
-	good := e.writeConfigAs("good.yaml", selectorConfig)
+	good := e.WriteConfigAs("good.yaml", selectorConfig)
 	if p := testenv.StartProcess(t, autox, "validate", "--config", good); func() int { c, _ := p.Wait(patience); return c }() != 0 {
 		t.Errorf("validate of a good selector config failed:\n%s", p.Output())
 	}
@@ -386,19 +380,19 @@ func quietPassRequests(p *testenv.Process, offset int) int {
 func TestSelectorQuietPassIsO1(t *testing.T) {
 	e := newEnv(t)
 	for _, n := range []string{"q1", "q2"} {
-		e.deployment(n, selected("1"))
+		e.Deployment(n, selected("1"))
 	}
-	p := e.run(e.writeConfig(selectorConfig))
-	e.waitRelease("q2-job", "installed", deployedAt(1))
+	p := e.run(e.WriteConfig(selectorConfig))
+	e.WaitRelease("q2-job", "installed", deployedAt(1))
 	offset := len(p.Output())
 	e.waitPasses(p, offset, 5)
 	small := quietPassRequests(p, offset)
 	for _, n := range []string{"q3", "q4", "q5", "q6", "q7", "q8"} {
-		e.deployment(n, selected("1"))
+		e.Deployment(n, selected("1"))
 	}
-	e.waitRelease("q8-job", "installed", deployedAt(1))
+	e.WaitRelease("q8-job", "installed", deployedAt(1))
 	for _, n := range []string{"q3", "q4", "q5", "q6", "q7"} {
-		e.waitRelease(n+"-job", "installed", deployedAt(1))
+		e.WaitRelease(n+"-job", "installed", deployedAt(1))
 	}
 	writes := helmWrites(p)
 	offset = len(p.Output())

@@ -19,11 +19,11 @@ import (
 // putSecret creates or replaces Secret name with data (stringData-like).
 func (e *env) putSecret(name string, data map[string]string) {
 	e.t.Helper()
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns}, Data: map[string][]byte{}}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS}, Data: map[string][]byte{}}
 	for k, v := range data {
 		s.Data[k] = []byte(v)
 	}
-	c := cluster.Client.CoreV1().Secrets(e.ns)
+	c := cluster.Client.CoreV1().Secrets(e.NS)
 	ctx := context.Background()
 	old, err := c.Get(ctx, name, metav1.GetOptions{})
 	switch {
@@ -41,8 +41,8 @@ func (e *env) putSecret(name string, data map[string]string) {
 // putConfigMap creates or replaces ConfigMap name with data.
 func (e *env) putConfigMap(name string, data map[string]string) {
 	e.t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns}, Data: data}
-	c := cluster.Client.CoreV1().ConfigMaps(e.ns)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS}, Data: data}
+	c := cluster.Client.CoreV1().ConfigMaps(e.NS)
 	ctx := context.Background()
 	old, err := c.Get(ctx, name, metav1.GetOptions{})
 	switch {
@@ -61,9 +61,9 @@ func (e *env) deleteSource(kind, name string) {
 	e.t.Helper()
 	var err error
 	if kind == "Secret" {
-		err = cluster.Client.CoreV1().Secrets(e.ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+		err = cluster.Client.CoreV1().Secrets(e.NS).Delete(context.Background(), name, metav1.DeleteOptions{})
 	} else {
-		err = cluster.Client.CoreV1().ConfigMaps(e.ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+		err = cluster.Client.CoreV1().ConfigMaps(e.NS).Delete(context.Background(), name, metav1.DeleteOptions{})
 	}
 	if err != nil {
 		e.t.Fatal(err)
@@ -73,7 +73,7 @@ func (e *env) deleteSource(kind, name string) {
 // eventsOf lists the Events on object name of the test's namespace.
 func (e *env) eventsOf(name string) []corev1.Event {
 	e.t.Helper()
-	list, err := cluster.Client.CoreV1().Events(e.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	list, err := cluster.Client.CoreV1().Events(e.NS).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func (e *env) eventsOf(name string) []corev1.Event {
 // of the test's namespace.
 func (e *env) noneShows(p *testenv.Process, secrets ...string) {
 	e.t.Helper()
-	list, err := cluster.Client.CoreV1().Events(e.ns).List(context.Background(), metav1.ListOptions{})
+	list, err := cluster.Client.CoreV1().Events(e.NS).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -116,20 +116,14 @@ func upgrades(p *testenv.Process) int {
 // valuesConfig: spec web, release spec app (hello) with values from a
 // ConfigMap, a Secret merged over it, a Secret key at a target path, and
 // inline values on top.
-const valuesConfig = `
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      app:
+var valuesConfig = webSpec(`      app:
         chart: {path: {{.Charts}}/hello}
         valuesFrom:
           - {kind: ConfigMap, name: settings}
           - {kind: Secret, name: creds}
           - {kind: Secret, name: creds, key: token, targetPath: notify.token}
         values: {greeting: inline, db: {host: inline-host}}
-`
+`)
 
 // TestValuesFromFollowChanges: the merge as the release gets it; a Secret
 // change upgrades within seconds although the resync is an hour; two
@@ -137,12 +131,12 @@ specs:
 // nothing makes no Helm call; no Secret value reaches the log or an Event.
 func TestValuesFromFollowChanges(t *testing.T) {
 	e := newEnv(t)
-	e.deployment("web", version("1.0.0"))
+	e.Deployment("web", version("1.0.0"))
 	e.putConfigMap("settings", map[string]string{"values.yaml": "greeting: from-cm\ndb: {host: cm-host, port: 5432}\nreplicas: 2\n"})
 	e.putSecret("creds", map[string]string{"values.yaml": "db: {password: pw-one-4711}\nreplicas: 3\n", "token": "tok-one-4711"})
-	p := e.run(e.writeConfig(valuesConfig), "--resync", "1h")
+	p := e.run(e.WriteConfig(valuesConfig), "--resync", "1h")
 
-	rel := e.waitRelease("web-app", "installed", deployedAt(1))
+	rel := e.WaitRelease("web-app", "installed", deployedAt(1))
 	for path, want := range map[string]interface{}{
 		"greeting": "inline", "db.host": "inline-host", "db.port": 5432.0, "db.password": "pw-one-4711",
 		"replicas": 3.0, "notify.token": "tok-one-4711", "autox.trigger.name": "web",
@@ -154,7 +148,7 @@ func TestValuesFromFollowChanges(t *testing.T) {
 
 	start := time.Now()
 	e.putSecret("creds", map[string]string{"values.yaml": "db: {password: pw-two-4711}\nreplicas: 3\n", "token": "tok-one-4711"})
-	rel = e.waitRelease("web-app", "upgraded after the Secret changed", deployedAt(2))
+	rel = e.WaitRelease("web-app", "upgraded after the Secret changed", deployedAt(2))
 	if took := time.Since(start); took > 20*time.Second {
 		t.Errorf("the upgrade took %s after the Secret changed", took)
 	}
@@ -168,30 +162,30 @@ func TestValuesFromFollowChanges(t *testing.T) {
 	e.putSecret("creds", map[string]string{"values.yaml": "db: {password: pw-two-4711}\nreplicas: 3\n", "token": "tok-two-4711"})
 	time.Sleep(300 * time.Millisecond)
 	e.putConfigMap("settings", map[string]string{"values.yaml": "greeting: from-cm\ndb: {host: cm-host, port: 5433}\n"})
-	rel = e.waitRelease("web-app", "upgraded after two sources changed", func(r *format.Release) bool {
+	rel = e.WaitRelease("web-app", "upgraded after two sources changed", func(r *format.Release) bool {
 		return r != nil && r.Revision >= 3 && nested(r.Values, "db", "port") == 5433.0 && nested(r.Values, "notify", "token") == "tok-two-4711"
 	})
 	time.Sleep(5 * time.Second) // more than twice the coalescing delay
-	if r := e.release("web-app"); r.Revision != 3 || upgrades(p)-before != 1 {
+	if r := e.Release("web-app"); r.Revision != 3 || upgrades(p)-before != 1 {
 		t.Errorf("two sources changed together: revision %d, %d upgrades; want revision 3 from one upgrade", r.Revision, upgrades(p)-before)
 	}
 
 	// The same content written again (a new resourceVersion): no Helm call.
 	before = upgrades(p)
 	idle := strings.Count(p.Output(), `"message":"nothing to do for release"`)
-	sec, err := cluster.Client.CoreV1().Secrets(e.ns).Get(context.Background(), "creds", metav1.GetOptions{})
+	sec, err := cluster.Client.CoreV1().Secrets(e.NS).Get(context.Background(), "creds", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sec.Labels = map[string]string{"rewritten": "yes"}
-	if _, err := cluster.Client.CoreV1().Secrets(e.ns).Update(context.Background(), sec, metav1.UpdateOptions{}); err != nil {
+	if _, err := cluster.Client.CoreV1().Secrets(e.NS).Update(context.Background(), sec, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, patience, "a reconcile after the rewrite", func() (bool, error) {
 		return strings.Count(p.Output(), `"message":"nothing to do for release"`) > idle, nil
 	})
 	time.Sleep(4 * time.Second)
-	if r := e.release("web-app"); r.Revision != 3 || upgrades(p) != before {
+	if r := e.Release("web-app"); r.Revision != 3 || upgrades(p) != before {
 		t.Errorf("a rewrite with the same content: revision %d, %d upgrades", r.Revision, upgrades(p)-before)
 	}
 	p.Stop(patience)
@@ -204,9 +198,9 @@ func TestValuesFromFollowChanges(t *testing.T) {
 // metric, until it is back; an optional ConfigMap comes and goes.
 func TestValuesFromMissingSource(t *testing.T) {
 	e := newEnv(t)
-	e.deployment("web", version("1.0.0"))
+	e.Deployment("web", version("1.0.0"))
 	e.putSecret("creds", map[string]string{"values.yaml": "password: pw-one-0815\n"})
-	p := e.run(e.writeConfig(webSpec(`
+	p := e.run(e.WriteConfig(webSpec(`
       app:
         chart: {path: {{.Charts}}/hello}
         valuesFrom: [{kind: Secret, name: creds}]
@@ -215,8 +209,8 @@ func TestValuesFromMissingSource(t *testing.T) {
         valuesFrom: [{kind: ConfigMap, name: extra, optional: true}, {kind: Secret, name: creds, key: absent, targetPath: x, optional: true}]
 `)), "--resync", "1h")
 	base := e.httpBase(p)
-	first := e.waitRelease("web-app", "installed", deployedAt(1))
-	opt := e.waitRelease("web-opt", "installed without its optional sources", deployedAt(1))
+	first := e.WaitRelease("web-app", "installed", deployedAt(1))
+	opt := e.WaitRelease("web-opt", "installed without its optional sources", deployedAt(1))
 	if _, has := opt.Values["x"]; has || len(opt.Values) != 1 {
 		t.Errorf("optional sources that are missing gave values: %v", opt.Values)
 	}
@@ -225,7 +219,7 @@ func TestValuesFromMissingSource(t *testing.T) {
 	testenv.Eventually(t, patience, "a ValuesSourceFailed Event", func() (bool, error) {
 		for _, ev := range e.eventsOf("web") {
 			if ev.Reason == "ValuesSourceFailed" {
-				if !strings.Contains(ev.Message, "Secret "+e.ns+"/creds, key values.yaml") || ev.Type != corev1.EventTypeWarning {
+				if !strings.Contains(ev.Message, "Secret "+e.NS+"/creds, key values.yaml") || ev.Type != corev1.EventTypeWarning {
 					t.Errorf("event %s %q does not name the reference", ev.Type, ev.Message)
 				}
 				return true, nil
@@ -238,13 +232,13 @@ func TestValuesFromMissingSource(t *testing.T) {
 		return metricValue(body, `autox_reconcile_total{result="error",spec="web"}`) != "", nil
 	})
 	time.Sleep(3 * time.Second) // retries with backoff meanwhile
-	if r := e.release("web-app"); r == nil || r.Revision != 1 || r.Status != first.Status || nested(r.Values, "password") != "pw-one-0815" {
+	if r := e.Release("web-app"); r == nil || r.Revision != 1 || r.Status != first.Status || nested(r.Values, "password") != "pw-one-0815" {
 		t.Fatalf("the release changed while its Secret was missing: %+v", r)
 	}
 	if strings.Contains(p.Output(), `"action":"uninstall"`) || strings.Contains(p.Output(), `"message":"release upgrade"`) {
 		t.Error("a missing Secret led to a Helm write")
 	}
-	if r := e.release("web-opt"); r == nil || r.Revision != 1 {
+	if r := e.Release("web-opt"); r == nil || r.Revision != 1 {
 		t.Errorf("the other release spec was disturbed: %+v", r)
 	}
 
@@ -252,19 +246,19 @@ func TestValuesFromMissingSource(t *testing.T) {
 	// backoff nor the resync).
 	start := time.Now()
 	e.putSecret("creds", map[string]string{"values.yaml": "password: pw-two-0815\n", "absent": "now-there"})
-	e.waitRelease("web-app", "upgraded once the Secret is back", deployedAt(2))
+	e.WaitRelease("web-app", "upgraded once the Secret is back", deployedAt(2))
 	t.Logf("Secret restored to new revision: %s", time.Since(start).Round(100*time.Millisecond))
-	e.waitRelease("web-opt", "upgraded once its optional key exists", func(r *format.Release) bool {
+	e.WaitRelease("web-opt", "upgraded once its optional key exists", func(r *format.Release) bool {
 		return r != nil && r.Revision == 2 && r.Values["x"] == "now-there"
 	})
 
 	// An optional ConfigMap appears, then goes: in, then out, of the values.
 	e.putConfigMap("extra", map[string]string{"values.yaml": "greeting: extra\n"})
-	e.waitRelease("web-opt", "upgraded with the optional ConfigMap", func(r *format.Release) bool {
+	e.WaitRelease("web-opt", "upgraded with the optional ConfigMap", func(r *format.Release) bool {
 		return r != nil && r.Revision == 3 && r.Values["greeting"] == "extra"
 	})
 	e.deleteSource("ConfigMap", "extra")
-	e.waitRelease("web-opt", "upgraded without the optional ConfigMap", func(r *format.Release) bool {
+	e.WaitRelease("web-opt", "upgraded without the optional ConfigMap", func(r *format.Release) bool {
 		_, has := r.Values["greeting"]
 		return r != nil && r.Revision == 4 && !has
 	})
@@ -278,10 +272,10 @@ func TestValuesFromMissingSource(t *testing.T) {
 // path and Secret name only.
 func TestValuesFromRestart(t *testing.T) {
 	e := newEnv(t)
-	e.deployment("web", version("1.0.0"))
+	e.Deployment("web", version("1.0.0"))
 	e.putSecret("creds", map[string]string{"values.yaml": "db: {password: pw-one-2342}\n"})
 	e.putConfigMap("settings", map[string]string{"values.yaml": "greeting: cm\n"})
-	cfg := e.writeConfig(webSpec(`
+	cfg := e.WriteConfig(webSpec(`
       a:
         chart: {path: {{.Charts}}/hello}
         valuesFrom: [{kind: ConfigMap, name: settings}, {kind: Secret, name: creds}]
@@ -291,8 +285,8 @@ func TestValuesFromRestart(t *testing.T) {
         valuesFrom: [{kind: Secret, name: creds}]
 `))
 	p := e.run(cfg)
-	e.waitRelease("web-a", "installed", deployedAt(1))
-	e.waitRelease("web-b", "installed", deployedAt(1))
+	e.WaitRelease("web-a", "installed", deployedAt(1))
+	e.WaitRelease("web-b", "installed", deployedAt(1))
 	p.Stop(patience)
 
 	for i := 0; i < 2; i++ {
@@ -312,7 +306,7 @@ func TestValuesFromRestart(t *testing.T) {
 	if !strings.Contains(out, `values changed: .db.password (from Secret creds)`) || strings.Contains(out, "pw-") {
 		t.Errorf("plan output:\n%s", out)
 	}
-	if r := e.release("web-a"); r.Revision != 1 {
+	if r := e.Release("web-a"); r.Revision != 1 {
 		t.Errorf("plan changed something: revision %d", r.Revision)
 	}
 }
@@ -322,10 +316,10 @@ func TestValuesFromRestart(t *testing.T) {
 // of a run logging at debug level.
 func TestValuesFromSecretInErrors(t *testing.T) {
 	e := newEnv(t)
-	e.deployment("web", version("1.0.0"))
+	e.Deployment("web", version("1.0.0"))
 	bad := "not valid as a label " + fmt.Sprint(time.Now().UnixNano()%100000)
 	e.putSecret("creds", map[string]string{"values.yaml": "label: " + bad + "\n"})
-	p := e.run(e.writeConfig(webSpec(`
+	p := e.run(e.WriteConfig(webSpec(`
       lbl:
         chart: {path: {{.Charts}}/label}
         valuesFrom: [{kind: Secret, name: creds}]
@@ -339,7 +333,7 @@ func TestValuesFromSecretInErrors(t *testing.T) {
 		return false, nil
 	})
 	e.putSecret("creds", map[string]string{"values.yaml": "label: fine-label-9931\n"})
-	e.waitRelease("web-lbl", "installed once the value is valid", func(r *format.Release) bool {
+	e.WaitRelease("web-lbl", "installed once the value is valid", func(r *format.Release) bool {
 		return r != nil && r.Status == "deployed" && r.Values["label"] == "fine-label-9931"
 	})
 	p.Stop(patience)
@@ -351,7 +345,7 @@ func TestValuesFromSecretInErrors(t *testing.T) {
 // Secret no longer matters (its watch stops).
 func TestValuesFromConfigChange(t *testing.T) {
 	e := newEnv(t)
-	e.deployment("web", version("1.0.0"))
+	e.Deployment("web", version("1.0.0"))
 	e.putSecret("creds", map[string]string{"values.yaml": "password: pw-one-5150\n"})
 	without := webSpec(`
       app:
@@ -360,26 +354,26 @@ func TestValuesFromConfigChange(t *testing.T) {
 	with := without + "        valuesFrom: [{kind: Secret, name: creds}]\n"
 	k := testenv.NewKubeletDir(t, "config.yaml", e.render(without))
 	p := e.run(k.Path(), "--config-debounce", "50ms", "--resync", "1h")
-	e.waitRelease("web-app", "installed", deployedAt(1))
+	e.WaitRelease("web-app", "installed", deployedAt(1))
 
 	k.Update(e.render(with))
-	e.waitRelease("web-app", "upgraded with the Secret's values", func(r *format.Release) bool {
+	e.WaitRelease("web-app", "upgraded with the Secret's values", func(r *format.Release) bool {
 		return r != nil && r.Revision == 2 && r.Values["password"] == "pw-one-5150"
 	})
 	e.putSecret("creds", map[string]string{"values.yaml": "password: pw-two-5150\n"})
-	e.waitRelease("web-app", "upgraded after the Secret changed", func(r *format.Release) bool {
+	e.WaitRelease("web-app", "upgraded after the Secret changed", func(r *format.Release) bool {
 		return r != nil && r.Revision == 3 && r.Values["password"] == "pw-two-5150"
 	})
 
 	k.Update(e.render(without))
-	e.waitRelease("web-app", "upgraded without the Secret's values", func(r *format.Release) bool {
+	e.WaitRelease("web-app", "upgraded without the Secret's values", func(r *format.Release) bool {
 		_, has := r.Values["password"]
 		return r != nil && r.Revision == 4 && !has
 	})
 	e.waitLog(p, `"message":"informer stopped"`) // the only informer this test stops: the Secret's
 	e.putSecret("creds", map[string]string{"values.yaml": "password: pw-three-5150\n"})
 	time.Sleep(4 * time.Second)
-	if r := e.release("web-app"); r.Revision != 4 {
+	if r := e.Release("web-app"); r.Revision != 4 {
 		t.Errorf("a Secret no longer referenced changed the release: revision %d", r.Revision)
 	}
 	p.Stop(patience)
@@ -393,14 +387,14 @@ func TestValuesFromConfigChange(t *testing.T) {
 func TestValuesFromUnreadableSource(t *testing.T) {
 	e := newEnv(t)
 	proxy, kubeconfig := e.proxied()
-	e.deployment("web", version("1.0.0"))
+	e.Deployment("web", version("1.0.0"))
 	e.putSecret("creds", map[string]string{"values.yaml": "password: pw-one-1234\n"})
-	p := e.run(e.writeConfig(webSpec(`
+	p := e.run(e.WriteConfig(webSpec(`
       app:
         chart: {path: {{.Charts}}/hello}
         valuesFrom: [{kind: Secret, name: creds}]
 `)), "--kubeconfig", kubeconfig)
-	e.waitRelease("web-app", "installed", deployedAt(1))
+	e.WaitRelease("web-app", "installed", deployedAt(1))
 
 	getsCreds := func(r *http.Request) bool {
 		return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/secrets/creds")
@@ -410,13 +404,13 @@ func TestValuesFromUnreadableSource(t *testing.T) {
 		from := proxy.Failed()
 		e.putSecret("creds", map[string]string{"values.yaml": fmt.Sprintf("password: pw-%d-1234\n", status)})
 		testenv.Eventually(t, patience, fmt.Sprintf("failed reads of the Secret (%d)", status), func() (bool, error) { return proxy.Failed() >= from+3, nil })
-		if r := e.release("web-app"); r == nil || r.Revision != 1 || r.Values["password"] != "pw-one-1234" {
+		if r := e.Release("web-app"); r == nil || r.Revision != 1 || r.Values["password"] != "pw-one-1234" {
 			t.Fatalf("the release changed while its Secret could not be read (%d): %+v", status, r)
 		}
 	}
 	testenv.Eventually(t, patience, "a ValuesSourceFailed Event", func() (bool, error) {
 		for _, ev := range e.eventsOf("web") {
-			if ev.Reason == "ValuesSourceFailed" && strings.Contains(ev.Message, "cannot read Secret "+e.ns+"/creds") {
+			if ev.Reason == "ValuesSourceFailed" && strings.Contains(ev.Message, "cannot read Secret "+e.NS+"/creds") {
 				return true, nil
 			}
 		}
@@ -426,7 +420,7 @@ func TestValuesFromUnreadableSource(t *testing.T) {
 		t.Errorf("%d Helm writes, want the install only", helmWrites(p))
 	}
 	proxy.FailWith(0)
-	e.waitRelease("web-app", "upgraded once the Secret can be read", func(r *format.Release) bool {
+	e.WaitRelease("web-app", "upgraded once the Secret can be read", func(r *format.Release) bool {
 		return r != nil && r.Revision == 2 && r.Values["password"] == "pw-500-1234"
 	})
 	p.Stop(patience)

@@ -12,15 +12,9 @@ import (
 func TestBackoffCarriesOverToTheNextTerm(t *testing.T) {
 	h := newHarness(t)
 	h.backoff = NewBackoff(8*time.Second, time.Minute) // long enough for the first pass to come first
-	h.deployment("web", v("1.0.0"))
-	cfg := h.config(`
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      broken: {chart: {path: {{.Charts}}/broken}}
-`)
+	h.Deployment("web", v("1.0.0"))
+	cfg := h.config(webSpec(`      broken: {chart: {path: {{.Charts}}/broken}}
+`))
 	h.start(cfg, time.Hour)
 	h.waitReconciles("web", resultError, 1)
 	h.halt()

@@ -227,7 +227,7 @@ func (c *Controller) Stuck(now time.Time) error {
 		if s := cfg.Specs[specOf(name)]; s != nil {
 			n += len(s.ReleaseSpecs)
 		}
-		limit := time.Duration(2*n)*c.rec.opts.StaleAfter + time.Minute
+		limit := time.Duration(2*n)*c.rec.Observer().StaleAfter() + time.Minute
 		if d := now.Sub(started); d > limit {
 			what := "spec " + name
 			if spec, obj := parseKey(name); !obj.IsZero() {

@@ -36,17 +36,14 @@ const patience = 60 * time.Second // a bound for a broken build, not a performan
 
 // harness runs the real controller in process against the test API server.
 type harness struct {
-	t      *testing.T
-	ns     string
-	dir    string
-	helm   *helmops.Manager
-	ctrl   *Controller
-	stop   context.CancelFunc
-	done   chan error
-	charts string
+	*releasetest.Scene
+	t    *testing.T
+	ctrl *Controller
+	stop context.CancelFunc
+	done chan error
 	// now is the reconciler's clock; nil means time.Now.
 	now func() time.Time
-	// as, if set, is the identity the controller acts with (h.helm, which
+	// as, if set, is the identity the controller acts with (h.Helm, which
 	// the assertions read with, stays the admin's).
 	as *rest.Config
 	// shutdownTimeout, if set, replaces the default 30s.
@@ -63,21 +60,13 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := helmops.New(helmops.Options{RESTConfig: cluster.Config, Timeout: time.Minute, MaxHistory: 10, Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &harness{t: t, ns: cluster.Namespace(t), dir: t.TempDir(), helm: m, charts: filepath.Join(root, "testdata", "charts")}
+	return &harness{Scene: releasetest.NewScene(t, cluster, patience), t: t}
 }
 
 // config renders a config template ({{.NS}}, {{.Charts}}) and loads it for real.
 func (h *harness) config(text string) *config.Config {
 	h.t.Helper()
-	cfg, err := config.Load(testenv.WriteConfig(h.t, h.dir, "config.yaml", text, h.ns, h.charts))
+	cfg, err := config.Load(h.WriteConfig(text))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -86,7 +75,7 @@ func (h *harness) config(text string) *config.Config {
 
 func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	h.t.Helper()
-	rc, helm := cluster.Config, h.helm
+	rc, helm := cluster.Config, h.Helm
 	if h.as != nil {
 		var err error
 		rc = h.as
@@ -250,63 +239,34 @@ func (l *liveReads) of(spec string) []liveRead {
 	return out
 }
 
-func (h *harness) deployment(name string, labels map[string]string) {
-	h.t.Helper()
-	cluster.CreateDeployment(h.t, h.ns, name, labels)
-}
-
-func (h *harness) relabel(name string, labels map[string]string) {
-	h.t.Helper()
-	cluster.Relabel(h.t, h.ns, name, labels)
-}
-
-func (h *harness) releases() releasetest.Releases {
-	return releasetest.Releases{T: h.t, Helm: h.helm, Namespace: h.ns, Patience: patience}
-}
-
-func (h *harness) release(name string) *format.Release {
-	h.t.Helper()
-	return h.releases().Get(name)
-}
-
-func (h *harness) waitRelease(name, what string, cond func(*format.Release) bool) *format.Release {
-	h.t.Helper()
-	return h.releases().Wait(name, what, cond)
-}
-
 var (
 	deployedAt = releasetest.DeployedAt
 	gone       = releasetest.Gone
+	webSpec    = releasetest.WebSpec
 )
 
 func v(version string) map[string]string {
 	return map[string]string{"app.kubernetes.io/version": version, "team": "x"}
 }
 
-const twoReleases = `
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      hello:
+var twoReleases = webSpec(`      hello:
         chart: {path: {{.Charts}}/hello}
         values: {greeting: hi, tasks: [ready, http]}
       job:
         chart: {path: {{.Charts}}/job}
         onChange: reinstall
         values: {message: go}
-`
+`)
 
 func TestLifecycleOfOneTrigger(t *testing.T) {
 	h := newHarness(t)
-	h.deployment("web", v("1.0.0"))
+	h.Deployment("web", v("1.0.0"))
 	h.start(h.config(twoReleases), time.Hour)
 
-	hello := h.waitRelease("web-hello", "installed", deployedAt(1))
-	job := h.waitRelease("web-job", "installed", deployedAt(1))
+	hello := h.WaitRelease("web-hello", "installed", deployedAt(1))
+	job := h.WaitRelease("web-job", "installed", deployedAt(1))
 	wantTrigger := map[string]interface{}{"autox": plan.InjectedValues(config.Trigger{Group: "apps", Version: "v1", Resource: "deployments",
-		Name: "web", Namespace: h.ns, Labels: []string{"app.kubernetes.io/version"}}, v("1.0.0")),
+		Name: "web", Namespace: h.NS, Labels: []string{"app.kubernetes.io/version"}}, v("1.0.0")),
 		"greeting": "hi", "tasks": []interface{}{"ready", "http"}}
 	if d, _ := plan.ValuesDiff(wantTrigger, hello.Values); d != "" {
 		t.Errorf("hello values differ at %s: %v", d, hello.Values)
@@ -314,16 +274,16 @@ func TestLifecycleOfOneTrigger(t *testing.T) {
 	if hello.Spec != "web" || hello.ReleaseSpec != "hello" {
 		t.Errorf("labels: %+v", hello)
 	}
-	cm, err := cluster.Client.CoreV1().ConfigMaps(h.ns).Get(context.Background(), "web-hello", metav1.GetOptions{})
+	cm, err := cluster.Client.CoreV1().ConfigMaps(h.NS).Get(context.Background(), "web-hello", metav1.GetOptions{})
 	if err != nil || !strings.Contains(cm.Data["trigger"], `"app.kubernetes.io/version":"1.0.0"`) || strings.Contains(cm.Data["trigger"], "team") {
 		t.Errorf("rendered trigger values: %q %v", cm.Data["trigger"], err)
 	}
 
 	// A new version: upgrade (revision 2) for onChange upgrade, a fresh
 	// install for onChange reinstall (revision 1 again, first deployed later).
-	h.relabel("web", v("2.0.0"))
-	h.waitRelease("web-hello", "upgraded", deployedAt(2))
-	job2 := h.waitRelease("web-job", "reinstalled", func(r *format.Release) bool {
+	h.Relabel("web", v("2.0.0"))
+	h.WaitRelease("web-hello", "upgraded", deployedAt(2))
+	job2 := h.WaitRelease("web-job", "reinstalled", func(r *format.Release) bool {
 		return r != nil && r.Status == release.StatusDeployed && r.FirstDeployed.After(job.FirstDeployed)
 	})
 	if job2.Revision != 1 {
@@ -331,36 +291,36 @@ func TestLifecycleOfOneTrigger(t *testing.T) {
 	}
 
 	// A label change autox does not watch changes nothing.
-	h.relabel("web", map[string]string{"app.kubernetes.io/version": "2.0.0", "team": "y"})
+	h.Relabel("web", map[string]string{"app.kubernetes.io/version": "2.0.0", "team": "y"})
 	h.waitFreshReconcile("web")
-	if r := h.release("web-hello"); r.Revision != 2 {
+	if r := h.Release("web-hello"); r.Revision != 2 {
 		t.Errorf("an unwatched label change made revision %d", r.Revision)
 	}
 
 	// Label removed: everything goes.
-	h.relabel("web", map[string]string{"team": "y"})
-	h.waitRelease("web-hello", "uninstalled", gone)
-	h.waitRelease("web-job", "uninstalled", gone)
+	h.Relabel("web", map[string]string{"team": "y"})
+	h.WaitRelease("web-hello", "uninstalled", gone)
+	h.WaitRelease("web-job", "uninstalled", gone)
 
 	// Label back, then the object deleted.
-	h.relabel("web", v("3.0.0"))
-	h.waitRelease("web-hello", "installed again", deployedAt(1))
-	if err := cluster.Client.AppsV1().Deployments(h.ns).Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
+	h.Relabel("web", v("3.0.0"))
+	h.WaitRelease("web-hello", "installed again", deployedAt(1))
+	if err := cluster.Client.AppsV1().Deployments(h.NS).Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h.waitRelease("web-hello", "uninstalled after delete", gone)
-	h.waitRelease("web-job", "uninstalled after delete", gone)
+	h.WaitRelease("web-hello", "uninstalled after delete", gone)
+	h.WaitRelease("web-job", "uninstalled after delete", gone)
 }
 
 func TestRestartsChangeNothing(t *testing.T) {
 	h := newHarness(t)
-	h.deployment("web", v("1.0.0"))
+	h.Deployment("web", v("1.0.0"))
 	cfg := h.config(twoReleases)
 	h.start(cfg, time.Hour)
-	h.waitRelease("web-hello", "installed", deployedAt(1))
-	h.waitRelease("web-job", "installed", deployedAt(1))
+	h.WaitRelease("web-hello", "installed", deployedAt(1))
+	h.WaitRelease("web-job", "installed", deployedAt(1))
 	h.halt()
-	before := h.release("web-job").FirstDeployed
+	before := h.Release("web-job").FirstDeployed
 
 	for i := 0; i < 5; i++ {
 		h.start(cfg, time.Hour)
@@ -368,99 +328,81 @@ func TestRestartsChangeNothing(t *testing.T) {
 		h.waitPass()
 		h.halt()
 	}
-	if r := h.release("web-hello"); r.Revision != 1 {
+	if r := h.Release("web-hello"); r.Revision != 1 {
 		t.Errorf("web-hello revision after 5 restarts = %d, want 1", r.Revision)
 	}
-	if r := h.release("web-job"); r.Revision != 1 || !r.FirstDeployed.Equal(before) {
+	if r := h.Release("web-job"); r.Revision != 1 || !r.FirstDeployed.Equal(before) {
 		t.Errorf("web-job after 5 restarts: revision %d, first deployed %v (was %v)", r.Revision, r.FirstDeployed, before)
 	}
 
 	// A restart with the spec gone uninstalls its releases before the first pass.
-	h.start(h.config("namespaces: ["+h.ns+"]\nspecs: {}\n"), time.Hour)
-	h.waitRelease("web-hello", "uninstalled by start-up cleanup", gone)
-	h.waitRelease("web-job", "uninstalled by start-up cleanup", gone)
+	h.start(h.config("namespaces: ["+h.NS+"]\nspecs: {}\n"), time.Hour)
+	h.WaitRelease("web-hello", "uninstalled by start-up cleanup", gone)
+	h.WaitRelease("web-job", "uninstalled by start-up cleanup", gone)
 }
 
 func TestLiveConfigChange(t *testing.T) {
 	h := newHarness(t)
-	h.deployment("web", v("1.0.0"))
+	h.Deployment("web", v("1.0.0"))
 	h.start(h.config(twoReleases), time.Hour)
-	h.waitRelease("web-hello", "installed", deployedAt(1))
-	h.waitRelease("web-job", "installed", deployedAt(1))
+	h.WaitRelease("web-hello", "installed", deployedAt(1))
+	h.WaitRelease("web-job", "installed", deployedAt(1))
 
 	// Drop one release spec and change the other's values.
-	ch := h.ctrl.ApplyConfig(context.Background(), h.config(`
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      hello:
+	ch := h.ctrl.ApplyConfig(context.Background(), h.config(webSpec(`      hello:
         chart: {path: {{.Charts}}/hello-v2}
         values: {greeting: hey}
-`))
+`)))
 	if len(ch.RemovedReleaseSpecs) != 1 || len(ch.ChangedSpecs) != 1 {
 		t.Errorf("changes = %+v", ch)
 	}
-	h.waitRelease("web-job", "uninstalled", gone)
-	r := h.waitRelease("web-hello", "upgraded", deployedAt(2))
+	h.WaitRelease("web-job", "uninstalled", gone)
+	r := h.WaitRelease("web-hello", "upgraded", deployedAt(2))
 	if r.ChartVersion != "0.2.0" {
 		t.Errorf("chart version = %s", r.ChartVersion)
 	}
 
 	// Drop the whole spec.
-	h.ctrl.ApplyConfig(context.Background(), h.config("namespaces: ["+h.ns+"]\nspecs: {}\n"))
-	h.waitRelease("web-hello", "uninstalled", gone)
+	h.ctrl.ApplyConfig(context.Background(), h.config("namespaces: ["+h.NS+"]\nspecs: {}\n"))
+	h.WaitRelease("web-hello", "uninstalled", gone)
 }
 
 func TestConflictAndFailureIsolation(t *testing.T) {
 	h := newHarness(t)
-	cluster.InstallUnlabelled(t, h.ns, "web-hello", filepath.Join(h.charts, "hello"))
-	h.deployment("web", v("1.0.0"))
-	h.start(h.config(`
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      hello: {chart: {path: {{.Charts}}/hello}}
+	cluster.InstallUnlabelled(t, h.NS, "web-hello", filepath.Join(h.Charts, "hello"))
+	h.Deployment("web", v("1.0.0"))
+	h.start(h.config(webSpec(`      hello: {chart: {path: {{.Charts}}/hello}}
       broken: {chart: {path: {{.Charts}}/broken}}
       missing: {chart: {path: {{.Charts}}/does-not-exist}}
       ok: {chart: {path: {{.Charts}}/hello}}
-`), 500*time.Millisecond)
-	h.waitRelease("web-ok", "installed despite its failing siblings", deployedAt(1))
+`)), 500*time.Millisecond)
+	h.WaitRelease("web-ok", "installed despite its failing siblings", deployedAt(1))
 
 	// Several reconciles later the foreign release is untouched and the
 	// broken chart's failed install is retried, never turning into anything
 	// else.
 	h.waitReconciles("web", resultError, h.reconciles("web", resultError)+3)
-	r := h.release("web-hello")
+	r := h.Release("web-hello")
 	if r == nil || r.Managed() || r.Revision != 1 {
 		t.Errorf("foreign release changed: %+v", r)
 	}
-	if b := h.release("web-broken"); b != nil && b.Status == release.StatusDeployed {
+	if b := h.Release("web-broken"); b != nil && b.Status == release.StatusDeployed {
 		t.Errorf("broken chart deployed: %+v", b)
 	}
-	if r := h.release("web-ok"); r.Revision != 1 {
+	if r := h.Release("web-ok"); r.Revision != 1 {
 		t.Errorf("web-ok revision %d after failing siblings were retried", r.Revision)
 	}
 }
 
 func TestDriftIsCorrected(t *testing.T) {
 	h := newHarness(t)
-	h.deployment("web", v("1.0.0"))
-	h.start(h.config(`
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      hello: {chart: {path: {{.Charts}}/hello}, values: {greeting: hi}}
-`), time.Second)
-	r := h.waitRelease("web-hello", "installed", deployedAt(1))
+	h.Deployment("web", v("1.0.0"))
+	h.start(h.config(webSpec(`      hello: {chart: {path: {{.Charts}}/hello}, values: {greeting: hi}}
+`)), time.Second)
+	r := h.WaitRelease("web-hello", "installed", deployedAt(1))
 
 	// Someone upgrades the release behind autox's back, keeping the labels.
-	ch, err := helmops.LocalCharts{}.Load(context.Background(), config.Chart{Path: "hello"}, h.charts)
+	ch, err := helmops.LocalCharts{}.Load(context.Background(), config.Chart{Path: "hello"}, h.Charts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,11 +411,11 @@ specs:
 		vals[k] = val
 	}
 	vals["greeting"] = "changed"
-	if _, err := h.helm.Upgrade(context.Background(), helmops.Desired{Spec: "web", ReleaseSpec: "hello", Name: "web-hello", Namespace: h.ns, Chart: ch, Values: vals}); err != nil {
+	if _, err := h.Helm.Upgrade(context.Background(), helmops.Desired{Spec: "web", ReleaseSpec: "hello", Name: "web-hello", Namespace: h.NS, Chart: ch, Values: vals}); err != nil {
 		t.Fatal(err)
 	}
 	// The next periodic pass puts the declared values back.
-	r = h.waitRelease("web-hello", "corrected", deployedAt(3))
+	r = h.WaitRelease("web-hello", "corrected", deployedAt(3))
 	if r.Values["greeting"] != "hi" {
 		t.Errorf("greeting = %v", r.Values["greeting"])
 	}
@@ -483,10 +425,10 @@ func TestTriggerReadErrorsChangeNothing(t *testing.T) {
 	h := newHarness(t)
 	// The release exists; then the spec's trigger names a resource the API
 	// server does not serve. A 404 for the resource is not "object not found".
-	h.deployment("web", v("1.0.0"))
+	h.Deployment("web", v("1.0.0"))
 	cfg := h.config(twoReleases)
 	h.start(cfg, time.Hour)
-	h.waitRelease("web-hello", "installed", deployedAt(1))
+	h.WaitRelease("web-hello", "installed", deployedAt(1))
 	h.halt()
 
 	h.start(h.config(strings.Replace(twoReleases, "group: apps, version: v1, resource: deployments", "group: example.com, version: v1, resource: widgets", 1)), 300*time.Millisecond)
@@ -497,7 +439,7 @@ func TestTriggerReadErrorsChangeNothing(t *testing.T) {
 	testenv.Eventually(t, patience, "3 live reads of spec web's trigger", func() (bool, error) {
 		return len(h.reads.of("web")) >= 3, nil
 	})
-	if r := h.release("web-hello"); r == nil || r.Revision != 1 {
+	if r := h.Release("web-hello"); r == nil || r.Revision != 1 {
 		t.Fatalf("release changed although the trigger could not be read: %+v", r)
 	}
 	for i, r := range h.reads.of("web")[:2] {
@@ -507,7 +449,7 @@ func TestTriggerReadErrorsChangeNothing(t *testing.T) {
 	}
 
 	_, _, err := observe.TriggerReader{Client: metadata.NewForConfigOrDie(cluster.Config)}.Get(context.Background(),
-		config.Trigger{Group: "example.com", Version: "v1", Resource: "widgets", Name: "web", Namespace: h.ns})
+		config.Trigger{Group: "example.com", Version: "v1", Resource: "widgets", Name: "web", Namespace: h.NS})
 	if err == nil {
 		t.Fatal("reading an unserved resource must be an error, not NotFound")
 	}

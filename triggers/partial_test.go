@@ -22,33 +22,33 @@ func TestUnreadableNamespaceBlocksOnlyItsReleases(t *testing.T) {
 	h := newHarness(t)
 	forbidden := cluster.Namespace(t)
 	ctx := context.Background()
-	user, err := cluster.Env.ControlPlane.AddUser(envtest.User{Name: "autox-" + h.ns}, nil)
+	user, err := cluster.Env.ControlPlane.AddUser(envtest.User{Name: "autox-" + h.NS}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cluster.Client.RbacV1().Roles(h.ns).Create(ctx, &rbacv1.Role{
+	if _, err := cluster.Client.RbacV1().Roles(h.NS).Create(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "all"},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cluster.Client.RbacV1().RoleBindings(h.ns).Create(ctx, &rbacv1.RoleBinding{
+	if _, err := cluster.Client.RbacV1().RoleBindings(h.NS).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "all"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "all"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "autox-" + h.ns}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "autox-" + h.NS}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// A release of a spec the config no longer has, in the readable namespace.
-	ch, err := helmops.LocalCharts{}.Load(ctx, config.Chart{Path: "hello"}, h.charts)
+	ch, err := helmops.LocalCharts{}.Load(ctx, config.Chart{Path: "hello"}, h.Charts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.helm.Install(ctx, helmops.Desired{Spec: "old", ReleaseSpec: "hello", Name: "old-hello", Namespace: h.ns, Chart: ch}); err != nil {
+	if _, err := h.Helm.Install(ctx, helmops.Desired{Spec: "old", ReleaseSpec: "hello", Name: "old-hello", Namespace: h.NS, Chart: ch}); err != nil {
 		t.Fatal(err)
 	}
 
-	h.deployment("web", v("1.0.0"))
+	h.Deployment("web", v("1.0.0"))
 	h.as = user.Config()
 	h.start(h.config(`
 namespaces: [{{.NS}}, `+forbidden+`]
@@ -59,15 +59,15 @@ specs:
       here: {chart: {path: {{.Charts}}/hello}}
       there: {chart: {path: {{.Charts}}/hello}, namespace: `+forbidden+`}
 `), 300*time.Millisecond)
-	h.waitRelease("old-hello", "uninstalled by start-up cleanup beside an unreadable namespace", gone)
-	h.waitRelease("web-here", "installed beside an unreadable namespace", deployedAt(1))
+	h.WaitRelease("old-hello", "uninstalled by start-up cleanup beside an unreadable namespace", gone)
+	h.WaitRelease("web-here", "installed beside an unreadable namespace", deployedAt(1))
 	h.waitReconciles("web", resultError, 2)
-	there := h.releases()
+	there := h.Releases()
 	there.Namespace = forbidden
 	if r := there.Get("web-there"); r != nil {
 		t.Errorf("a release was made in the namespace autox cannot read: %+v", r)
 	}
-	if r := h.release("web-here"); r.Revision != 1 {
+	if r := h.Release("web-here"); r.Revision != 1 {
 		t.Errorf("web-here revision %d after the failing retries of its sibling", r.Revision)
 	}
 }

@@ -25,17 +25,11 @@ func TestStuckReconcileFailsLiveness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.helm = m
-	h.deployment("web", v("1.0.0"))
-	h.start(h.config(`
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      slow: {chart: {path: {{.Charts}}/slow}}
-`), time.Hour)
-	h.waitRelease("web-slow", "blocked on its hook", func(r *format.Release) bool {
+	h.Helm = m
+	h.Deployment("web", v("1.0.0"))
+	h.start(h.config(webSpec(`      slow: {chart: {path: {{.Charts}}/slow}}
+`)), time.Hour)
+	h.WaitRelease("web-slow", "blocked on its hook", func(r *format.Release) bool {
 		return r != nil && r.Status == release.StatusPendingInstall
 	})
 	now := time.Now() // the reconcile started before this
@@ -49,7 +43,7 @@ specs:
 		t.Errorf("a reconcile running past %s: Stuck = %v, want an error naming the spec", limit, err)
 	}
 	h.halt()
-	h.waitRelease("web-slow", "Helm's background install ended (hook timed out)", func(r *format.Release) bool {
+	h.WaitRelease("web-slow", "Helm's background install ended (hook timed out)", func(r *format.Release) bool {
 		return r != nil && r.Status == release.StatusFailed
 	})
 }

@@ -47,12 +47,12 @@ func (c *countingSources) count() map[string]int {
 func TestPassReadsEachSourceOnce(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	if _, err := cluster.Client.CoreV1().Secrets(h.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: h.ns},
+	if _, err := cluster.Client.CoreV1().Secrets(h.NS).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: h.NS},
 		StringData: map[string]string{"values.yaml": "greeting: shared-pw-77\n"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h.deployment("web", map[string]string{"app.kubernetes.io/version": "1"})
-	h.deployment("api", map[string]string{"app.kubernetes.io/version": "1"})
+	h.Deployment("web", map[string]string{"app.kubernetes.io/version": "1"})
+	h.Deployment("api", map[string]string{"app.kubernetes.io/version": "1"})
 	cfg := h.config(`
 namespaces: [{{.NS}}]
 specs:
@@ -68,7 +68,7 @@ specs:
 `)
 	h.start(cfg, time.Hour)
 	for _, name := range []string{"web-a", "web-b", "api-a"} {
-		if r := h.releases().Wait(name, "installed", func(r *format.Release) bool { return r != nil && r.Revision == 1 }); r.Values["greeting"] != "shared-pw-77" {
+		if r := h.Releases().Wait(name, "installed", func(r *format.Release) bool { return r != nil && r.Revision == 1 }); r.Values["greeting"] != "shared-pw-77" {
 			t.Errorf("%s: greeting %v", name, r.Values["greeting"])
 		}
 	}
@@ -78,7 +78,7 @@ specs:
 	h.sources = counter
 	h.start(cfg, time.Hour)
 	h.waitPass()
-	key := "Secret " + h.ns + "/shared"
+	key := "Secret " + h.NS + "/shared"
 	if got := counter.count(); got[key] != 1 || len(got) != 1 {
 		t.Errorf("reads in the first pass after a restart: %v, want %s once", got, key)
 	}
@@ -86,7 +86,7 @@ specs:
 		t.Errorf("%v full reconciles: the pass did not prove the releases in sync", n)
 	}
 	for _, name := range []string{"web-a", "web-b", "api-a"} {
-		if r := h.release(name); r.Revision != 1 {
+		if r := h.Release(name); r.Revision != 1 {
 			t.Errorf("%s: revision %d after a restart", name, r.Revision)
 		}
 	}
@@ -220,35 +220,35 @@ func TestSelectorObjectsFollowTheirSources(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	put(h.ns, "pw-ns1")
+	put(h.NS, "pw-ns1")
 	put(ns2, "pw-ns2")
 	labels := map[string]string{"exp": "on", "app.kubernetes.io/version": "1"}
-	cluster.CreateDeployment(t, h.ns, "a", labels)
+	cluster.CreateDeployment(t, h.NS, "a", labels)
 	cluster.CreateDeployment(t, ns2, "b", labels)
-	cfg := &config.Config{Namespaces: []string{h.ns, ns2}, Dir: h.dir, Specs: map[string]*config.Spec{
+	cfg := &config.Config{Namespaces: []string{h.NS, ns2}, Dir: h.Dir, Specs: map[string]*config.Spec{
 		"exp": {Trigger: config.Trigger{Group: "apps", Version: "v1", Resource: "deployments",
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"exp": "on"}}, Labels: []string{"app.kubernetes.io/version"}, MaxObjects: 10},
-			ReleaseSpecs: map[string]*config.ReleaseSpec{"r": {Chart: config.Chart{Path: h.charts + "/hello"}, ReleaseName: config.DefaultSelectorReleaseName,
+			ReleaseSpecs: map[string]*config.ReleaseSpec{"r": {Chart: config.Chart{Path: h.Charts + "/hello"}, ReleaseName: config.DefaultSelectorReleaseName,
 				OnChange: config.OnChangeUpgrade, ValuesFrom: []config.ValuesFrom{{Kind: config.KindSecret, Name: "creds", Key: config.DefaultValuesKey}}}}},
 	}}
 	h.start(cfg, time.Hour)
-	in2 := releasetest.Releases{T: t, Helm: h.helm, Namespace: ns2, Patience: patience}
+	in2 := releasetest.Releases{T: t, Helm: h.Helm, Namespace: ns2, Patience: patience}
 	at := func(rev int, greeting string) func(*format.Release) bool {
 		return func(r *format.Release) bool {
 			return r != nil && r.Revision == rev && r.Values["greeting"] == greeting
 		}
 	}
-	h.releases().Wait("a-r", "installed with its namespace's Secret", at(1, "pw-ns1"))
+	h.Releases().Wait("a-r", "installed with its namespace's Secret", at(1, "pw-ns1"))
 	in2.Wait("b-r", "installed with its namespace's Secret", at(1, "pw-ns2"))
 
 	put(ns2, "pw-ns2-new")
 	in2.Wait("b-r", "upgraded after its namespace's Secret changed", at(2, "pw-ns2-new"))
 	time.Sleep(3 * time.Second)
-	if r := h.release("a-r"); r.Revision != 1 {
+	if r := h.Release("a-r"); r.Revision != 1 {
 		t.Errorf("a-r upgraded by another namespace's Secret: revision %d", r.Revision)
 	}
-	put(h.ns, "pw-ns1-new")
-	h.releases().Wait("a-r", "upgraded after its namespace's Secret changed", at(2, "pw-ns1-new"))
+	put(h.NS, "pw-ns1-new")
+	h.Releases().Wait("a-r", "upgraded after its namespace's Secret changed", at(2, "pw-ns1-new"))
 }
 
 // TestNoSecretSources: under the configmap storage driver a Secret source

@@ -11,16 +11,10 @@ import (
 	"github.com/autox-dev/autox/internal/format"
 )
 
-const threeReleases = `
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      upgrading: {chart: {path: {{.Charts}}/hello}}
+var threeReleases = webSpec(`      upgrading: {chart: {path: {{.Charts}}/hello}}
       installing: {chart: {path: {{.Charts}}/hello}}
       young: {chart: {path: {{.Charts}}/hello}}
-`
+`)
 
 // TestUnlockStalePendingReleases leaves releases pending as a killed process
 // would, then checks autox recovers the stale ones and leaves the young one.
@@ -30,15 +24,15 @@ specs:
 // moments, one stale age after the first writes.
 func TestUnlockStalePendingReleases(t *testing.T) {
 	h := newHarness(t)
-	h.deployment("web", v("1.0.0"))
+	h.Deployment("web", v("1.0.0"))
 	cfg := h.config(threeReleases)
 	h.start(cfg, time.Hour)
 	for _, r := range []string{"web-upgrading", "web-installing", "web-young"} {
-		h.waitRelease(r, "installed", deployedAt(1))
+		h.WaitRelease(r, "installed", deployedAt(1))
 	}
 	h.halt()
 
-	store := driver.NewSecrets(cluster.Client.CoreV1().Secrets(h.ns))
+	store := driver.NewSecrets(cluster.Client.CoreV1().Secrets(h.NS))
 	// A killed upgrade: revision 2 pending-upgrade, revision 1 still deployed.
 	// LastDeployed is long ago: it must not count.
 	longAgo := helmtime.Time{Time: time.Now().Add(-24 * time.Hour)}
@@ -76,17 +70,17 @@ func TestUnlockStalePendingReleases(t *testing.T) {
 	frozen := oldWrites.Add(staleAfter + 1500*time.Millisecond)
 	h.now = func() time.Time { return frozen }
 	h.start(cfg, 300*time.Millisecond)
-	h.waitRelease("web-upgrading", "rolled back to its deployed revision", deployedAt(3))
-	h.waitRelease("web-installing", "reinstalled", func(r *format.Release) bool {
+	h.WaitRelease("web-upgrading", "rolled back to its deployed revision", deployedAt(3))
+	h.WaitRelease("web-installing", "reinstalled", func(r *format.Release) bool {
 		return r != nil && r.Status == release.StatusDeployed && r.Revision == 1 && r.FirstDeployed.After(firstInstall)
 	})
 	// Several passes later (each reconciles the spec in full: a pending
 	// release is never proven in sync) the young release is still pending.
 	h.waitReconciles("web", resultSuccess, h.reconciles("web", resultSuccess)+3)
-	if r := h.release("web-young"); r.Status != release.StatusPendingUpgrade || r.Revision != 2 {
+	if r := h.Release("web-young"); r.Status != release.StatusPendingUpgrade || r.Revision != 2 {
 		t.Errorf("a young pending release was touched: %+v", r)
 	}
-	if r := h.release("web-upgrading"); r.Revision != 3 {
+	if r := h.Release("web-upgrading"); r.Revision != 3 {
 		t.Errorf("after unlock and sync, revision %d, want 3 (rollback only: values were in sync)", r.Revision)
 	}
 }
