@@ -1,6 +1,9 @@
 package format
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestInstanceOf(t *testing.T) {
 	for _, tc := range []struct {
@@ -27,5 +30,40 @@ func TestInstanceOf(t *testing.T) {
 				t.Errorf("Managed = %v, OwnedBy(autox) = %v; want %v, %v", r.Managed(), r.OwnedBy(DefaultInstance), tc.managed, tc.ownedByAutox)
 			}
 		})
+	}
+}
+
+func TestObjectLabel(t *testing.T) {
+	short := "web"
+	if got := ObjectLabel(short); got != short || !ObjectLabelIsName(got) {
+		t.Errorf("ObjectLabel(%q) = %q (is name %v)", short, got, ObjectLabelIsName(got))
+	}
+	long := strings.Repeat("a", 60) + "-" + strings.Repeat("b", 40)
+	got := ObjectLabel(long)
+	if len(got) != 63 || !strings.HasPrefix(got, long[:50]+"-") || got != ObjectLabel(long) {
+		t.Errorf("ObjectLabel(long) = %q: want 63 characters, the first 50 of the name, '-', a stable hash", got)
+	}
+	if ObjectLabelIsName(got) {
+		t.Errorf("a hashed label %q is taken for a whole name", got)
+	}
+	if other := ObjectLabel(long + "x"); other == got {
+		t.Errorf("two long names share the label %q", got)
+	}
+	exact := strings.Repeat("c", 63)
+	if ObjectLabel(exact) != exact {
+		t.Errorf("a 63-character name must be its own label")
+	}
+}
+
+func TestTriggerObject(t *testing.T) {
+	long := strings.Repeat("y", 80)
+	rel := &Release{ObjectNamespace: "ns", ObjectName: ObjectLabel(long),
+		Values: map[string]interface{}{"autox": map[string]interface{}{"trigger": map[string]interface{}{"name": long}}}}
+	if got := rel.TriggerObject(); got != (Object{Namespace: "ns", Name: long}) {
+		t.Errorf("TriggerObject = %v, want the whole name from the values", got)
+	}
+	rel.Values["autox"].(map[string]interface{})["trigger"].(map[string]interface{})["name"] = "forged"
+	if got := rel.TriggerObject(); got.Name != ObjectLabel(long) {
+		t.Errorf("values that do not give the label back were believed: %v", got)
 	}
 }

@@ -4,56 +4,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"helm.sh/helm/v3/pkg/release"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/format"
 )
-
-var planNow = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-
-// planSpec is a spec with two release specs, a (in ns) and b (in other).
-func planSpec() *config.Spec {
-	return &config.Spec{
-		Trigger: config.Trigger{Group: "apps", Version: "v1", Resource: "deployments", Name: "web", Namespace: "ns",
-			Labels: []string{"app.kubernetes.io/version"}},
-		ReleaseSpecs: map[string]*config.ReleaseSpec{
-			"a": {Chart: config.Chart{Repo: "https://c", Name: "hello", Version: "1.0.0"}, ReleaseName: "web-a", Namespace: "ns",
-				OnChange: config.OnChangeUpgrade, Values: map[string]interface{}{"token": "s3cret-token"}},
-			"b": {Chart: config.Chart{Path: "charts/job"}, ReleaseName: "web-b", Namespace: "other",
-				OnChange: config.OnChangeReinstall},
-		},
-	}
-}
-
-var labelled = TriggerRead{Found: true, Labels: map[string]string{"app.kubernetes.io/version": "2.0.0"}}
-
-// deployed is the release release spec id of planSpec makes for labelled.
-func deployed(id string) *format.Release {
-	spec := planSpec()
-	rs := spec.ReleaseSpecs[id]
-	chart := map[string][2]string{"a": {"hello", "1.0.0"}, "b": {"job", "0.1.0"}}[id]
-	return &format.Release{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "web", ReleaseSpec: id, Instance: "autox",
-		Revision: 2, Status: release.StatusDeployed, ChartName: chart[0], ChartVersion: chart[1],
-		Values: DesiredValues(rs, spec.Trigger, labelled.Labels), Modified: planNow.Add(-time.Hour), LastDeployedRevision: 2}
-}
-
-func observation(mut func(o *Observation)) Observation {
-	o := Observation{Spec: "web", Config: planSpec(), Instance: "autox", Trigger: labelled,
-		ReleaseSpecs: map[string]ReleaseSpecObservation{
-			"a": {Chart: ChartID{"hello", "1.0.0"}},
-			"b": {Chart: ChartID{"job", "0.1.0"}},
-		},
-		Now: planNow, StaleAfter: 5*time.Minute + 30*time.Second}
-	if mut != nil {
-		mut(&o)
-	}
-	return o
-}
-
-func with(r *format.Release, mut func(r *format.Release)) *format.Release { mut(r); return r }
 
 // TestPlan decides one spec from observations alone: no cluster, no clock.
 func TestDecide(t *testing.T) {

@@ -4,82 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/release"
-
-	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/format"
 )
-
-// selectorConfig has a selector spec "exp" on deployments in ns and other,
-// a named spec "web" on deployment ns/web, and a second selector spec
-// "canary" whose selector overlaps exp's when both labels are set.
-func selectorConfig(t *testing.T) *config.Config {
-	t.Helper()
-	cfg, err := config.Parse([]byte(`
-namespaces: [ns, other]
-specs:
-  exp:
-    trigger:
-      group: apps
-      version: v1
-      resource: deployments
-      selector: {matchLabels: {autox.dev/experiment: enabled}}
-      maxObjects: 2
-    releaseSpecs:
-      job:
-        chart: {repo: "https://charts.example", name: hello, version: 1.0.0}
-        values: {token: s3cret-token}
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: ns}
-    releaseSpecs:
-      a: {chart: {repo: "https://charts.example", name: hello, version: 1.0.0}}
-  canary:
-    trigger:
-      group: apps
-      version: v1
-      resource: deployments
-      namespace: ns
-      selector: {matchExpressions: [{key: canary, operator: Exists}]}
-    releaseSpecs:
-      c: {chart: {repo: "https://charts.example", name: hello, version: 1.0.0}}
-`), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
-var version = map[string]string{"app.kubernetes.io/version": "1"}
-
-func labels(extra ...string) map[string]string {
-	l := map[string]string{"app.kubernetes.io/version": "1"}
-	for i := 0; i+1 < len(extra); i += 2 {
-		l[extra[i]] = extra[i+1]
-	}
-	return l
-}
-
-func TestObjectLabel(t *testing.T) {
-	short := "web"
-	if got := format.ObjectLabel(short); got != short || !format.ObjectLabelIsName(got) {
-		t.Errorf("ObjectLabel(%q) = %q (is name %v)", short, got, format.ObjectLabelIsName(got))
-	}
-	long := strings.Repeat("a", 60) + "-" + strings.Repeat("b", 40)
-	got := format.ObjectLabel(long)
-	if len(got) != 63 || !strings.HasPrefix(got, long[:50]+"-") || got != format.ObjectLabel(long) {
-		t.Errorf("ObjectLabel(long) = %q: want 63 characters, the first 50 of the name, '-', a stable hash", got)
-	}
-	if format.ObjectLabelIsName(got) {
-		t.Errorf("a hashed label %q is taken for a whole name", got)
-	}
-	if other := format.ObjectLabel(long + "x"); other == got {
-		t.Errorf("two long names share the label %q", got)
-	}
-	exact := strings.Repeat("c", 63)
-	if format.ObjectLabel(exact) != exact {
-		t.Errorf("a 63-character name must be its own label")
-	}
-}
 
 func TestClaimants(t *testing.T) {
 	cfg := selectorConfig(t)
@@ -133,134 +59,93 @@ func TestAdmit(t *testing.T) {
 	}
 }
 
-// objectObservation observes object ns/a of spec exp.
-func objectObservation(t *testing.T, cfg *config.Config, obj format.Object, trig TriggerRead, current ...*format.Release) Observation {
-	t.Helper()
-	spec, err := cfg.Specs["exp"].ForObject("exp", obj.Namespace, obj.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := Observation{Spec: "exp", Config: spec, Object: obj, Instance: "autox", Trigger: trig, Current: current,
-		ReleaseSpecs: map[string]ReleaseSpecObservation{"job": {Chart: ChartID{"hello", "1.0.0"}}},
-		Now:          planNow, StaleAfter: planNow.Sub(planNow.Add(-300e9))}
-	if trig.Found {
-		o.Claimants = NewClaimIndex(cfg).Claimants("apps", "deployments", obj, trig.Labels)
-	}
-	return o
-}
-
-// objectRelease is the release spec exp's job makes for obj, in sync.
-func objectRelease(t *testing.T, cfg *config.Config, obj format.Object, trig TriggerRead) *format.Release {
-	spec, err := cfg.Specs["exp"].ForObject("exp", obj.Namespace, obj.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := spec.ReleaseSpecs["job"]
-	return &format.Release{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "exp", ReleaseSpec: "job", Instance: "autox",
-		ObjectNamespace: obj.Namespace, ObjectName: format.ObjectLabel(obj.Name), Revision: 1, Status: release.StatusDeployed,
-		ChartName: "hello", ChartVersion: "1.0.0", Values: DesiredValues(rs, spec.Trigger, trig.Labels), Modified: planNow, LastDeployedRevision: 1}
-}
-
+// TestPlanSelectorObject decides one object of the selector spec exp (and,
+// for conflicts, the named spec web on the same object): each row is an
+// observation built from the shared builders and the one step it must give.
 func TestPlanSelectorObject(t *testing.T) {
 	cfg := selectorConfig(t)
 	a := format.Object{Namespace: "ns", Name: "a"}
+	web := format.Object{Namespace: "ns", Name: "web"}
 	selected := TriggerRead{Found: true, Labels: labels("autox.dev/experiment", "enabled")}
-	step := func(o Observation) Step {
-		t.Helper()
-		res := Decide(o)
-		if len(res.Steps) != 1 || len(res.Failed) != 0 {
-			t.Fatalf("Decide = %+v, want one step", res)
-		}
-		return res.Steps[0]
-	}
-
-	s := step(objectObservation(t, cfg, a, selected))
-	if s.Action != ActionInstall || s.Release != "a-job" || s.Namespace != "ns" || s.Object != "ns/a" {
-		t.Errorf("new object: %+v, want install of ns/a-job for object ns/a", s)
-	}
-	if trig := s.Desired.Values["autox"].(map[string]interface{})["trigger"].(map[string]interface{}); trig["name"] != "a" || trig["namespace"] != "ns" {
-		t.Errorf("injected trigger = %v, want object ns/a", trig)
-	}
-
-	rel := objectRelease(t, cfg, a, selected)
-	if s := step(objectObservation(t, cfg, a, selected, rel)); s.Action != ActionNone {
-		t.Errorf("in sync: %s (%s)", s.Action, s.Reason)
-	}
 	unselected := TriggerRead{Found: true, Labels: labels()}
-	if s := step(objectObservation(t, cfg, a, unselected, rel)); s.Action != ActionUninstall || !strings.Contains(s.Reason, "no longer matches") {
-		t.Errorf("no longer selected: %s (%s), want uninstall", s.Action, s.Reason)
-	}
-	if s := step(objectObservation(t, cfg, a, TriggerRead{}, rel)); s.Action != ActionUninstall {
-		t.Errorf("deleted: %s (%s), want uninstall", s.Action, s.Reason)
-	}
 	noVersion := TriggerRead{Found: true, Labels: map[string]string{"autox.dev/experiment": "enabled"}}
-	if s := step(objectObservation(t, cfg, a, noVersion, rel)); s.Action != ActionUninstall {
-		t.Errorf("trigger label gone: %s (%s), want uninstall", s.Action, s.Reason)
+	relA := objectRelease(t, cfg, a, selected)
+	relWeb := objectRelease(t, cfg, web, selected)
+	// A release of a-job in ns made for object other/a: that object's.
+	otherA := objectRelease(t, cfg, format.Object{Namespace: "other", Name: "a"}, selected)
+	otherA.Namespace = "ns"
+	namedWeb := func(trig TriggerRead) Observation {
+		return Observation{Spec: "web", Config: cfg.Specs["web"], Instance: "autox", Trigger: trig,
+			Claimants:    NewClaimIndex(cfg).Claimants("apps", "deployments", web, trig.Labels),
+			ReleaseSpecs: map[string]ReleaseSpecObservation{"a": {Chart: ChartID{"hello", "1.0.0"}}}, Now: planNow}
 	}
+	cases := []struct {
+		name    string
+		obs     Observation
+		trigger TriggerState
+		action  Action
+		// reason and release, if set, must be in the step's reason / be its release.
+		reason, release, object string
+	}{
+		{"new object", objectObservation(t, cfg, a, selected), TriggerWanted, ActionInstall, "release not found", "a-job", "ns/a"},
+		{"in sync", objectObservation(t, cfg, a, selected, relA), TriggerWanted, ActionNone, "chart and values match", "a-job", "ns/a"},
+		{"no longer selected", objectObservation(t, cfg, a, unselected, relA), TriggerUnlabelled, ActionUninstall, "no longer matches", "a-job", ""},
+		{"deleted", objectObservation(t, cfg, a, TriggerRead{}, relA), TriggerAbsent, ActionUninstall, "trigger not found", "", ""},
+		{"trigger label gone", objectObservation(t, cfg, a, noVersion, relA), TriggerUnlabelled, ActionUninstall, "missing", "", ""},
+		{"name taken by another object's release", changed(objectObservation(t, cfg, a, selected), func(o *Observation) {
+			o.ReleaseSpecs["job"] = ReleaseSpecObservation{Chart: ChartID{"hello", "1.0.0"}, Other: otherA}
+		}), TriggerWanted, ActionConflict, "object other/a", "", ""},
+		{"over the bound", changed(objectObservation(t, cfg, a, selected), func(o *Observation) { o.OverLimit = true }),
+			TriggerOverLimit, ActionNone, "maxObjects (2)", "", ""},
+		{"over the bound with a release: kept", changed(objectObservation(t, cfg, a, selected, relA), func(o *Observation) { o.OverLimit = true }),
+			TriggerOverLimit, ActionNone, "", "", ""},
+		{"out of the selector's namespaces", changed(objectObservation(t, cfg, a, selected, relA), func(o *Observation) { o.OutOfScope = true }),
+			TriggerUnlabelled, ActionUninstall, "no longer covers", "", ""},
 
-	// Another object of the same name in another namespace owns a-job in ns?
-	// No: the release namespace follows the object. But a release of that
-	// name made for another object is that object's.
-	other := objectRelease(t, cfg, format.Object{Namespace: "other", Name: "a"}, selected)
-	other.Namespace = "ns"
-	o := objectObservation(t, cfg, a, selected)
-	o.ReleaseSpecs["job"] = ReleaseSpecObservation{Chart: ChartID{"hello", "1.0.0"}, Other: other}
-	if s := step(o); s.Action != ActionConflict || !strings.Contains(s.Reason, "object other/a") {
-		t.Errorf("name taken by another object's release: %s (%s), want conflict naming it", s.Action, s.Reason)
+		// Conflicts: one object claimed by two specs; nothing installed, nothing removed.
+		{"selector spec on a named trigger", objectObservation(t, cfg, web, selected), TriggerConflict, ActionConflict, "exp, web", "", "ns/web"},
+		{"conflict with a release and a label gone", objectObservation(t, cfg, web, noVersion, relWeb), TriggerConflict, ActionConflict, "", "", ""},
+		{"named spec on a selected object", namedWeb(selected), TriggerConflict, ActionConflict, "exp, web", "web-a", ""},
+		{"named spec, object not selected: no conflict", namedWeb(unselected), TriggerWanted, ActionInstall, "", "web-a", ""},
+		// Not exp's object any more, whoever else claims it: its releases go.
+		{"left exp's selector, still named by web", objectObservation(t, cfg, web, unselected, relWeb), TriggerUnlabelled, ActionUninstall, "", "", ""},
+		{"deleted object in conflict", objectObservation(t, cfg, web, TriggerRead{}, relWeb), TriggerAbsent, ActionUninstall, "", "", ""},
 	}
-
-	// Over the bound: nothing new, and what it has stays.
-	o = objectObservation(t, cfg, a, selected)
-	o.OverLimit = true
-	res := Decide(o)
-	if res.Trigger != TriggerOverLimit || res.Steps[0].Action != ActionNone || !strings.Contains(res.Steps[0].Reason, "maxObjects (2)") {
-		t.Errorf("over the bound: %s %+v", res.Trigger, res.Steps)
-	}
-	o = objectObservation(t, cfg, a, selected, rel)
-	o.OverLimit = true
-	if s := step(o); s.Action != ActionNone {
-		t.Errorf("over the bound with a release: %s, want it kept", s.Action)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Decide(tc.obs)
+			if len(res.Steps) != 1 || len(res.Failed) != 0 {
+				t.Fatalf("Decide = %+v, want one step", res)
+			}
+			s := res.Steps[0]
+			if res.Trigger != tc.trigger || s.Action != tc.action {
+				t.Errorf("trigger %s, action %s (%s); want %s, %s", res.Trigger, s.Action, s.Reason, tc.trigger, tc.action)
+			}
+			if reason := s.Reason + " " + res.TriggerReason; tc.reason != "" && !strings.Contains(reason, tc.reason) {
+				t.Errorf("reason %q, want it to say %q", reason, tc.reason)
+			}
+			if tc.release != "" && s.Release != tc.release {
+				t.Errorf("release %s, want %s", s.Release, tc.release)
+			}
+			if tc.object != "" && s.Object != tc.object {
+				t.Errorf("object %q, want %q", s.Object, tc.object)
+			}
+			if tc.action == ActionConflict && s.Changes() {
+				t.Errorf("a conflict makes a Helm write")
+			}
+		})
 	}
 }
 
-func TestPlanConflict(t *testing.T) {
+// TestInjectedValuesNameTheObject: a selector object's release gets the
+// object, not the spec's trigger, as autox.trigger.
+func TestInjectedValuesNameTheObject(t *testing.T) {
 	cfg := selectorConfig(t)
-	web := format.Object{Namespace: "ns", Name: "web"}
-	both := TriggerRead{Found: true, Labels: labels("autox.dev/experiment", "enabled")}
-	// The selector spec's view: nothing installed, nothing removed.
-	res := Decide(objectObservation(t, cfg, web, both))
-	if res.Trigger != TriggerConflict || len(res.Steps) != 1 || res.Steps[0].Action != ActionConflict ||
-		!strings.Contains(res.TriggerReason, "exp, web") {
-		t.Errorf("selector spec on a named trigger: %s %q %+v", res.Trigger, res.TriggerReason, res.Steps)
-	}
-	rel := objectRelease(t, cfg, web, both)
-	unlabelled := TriggerRead{Found: true, Labels: map[string]string{"autox.dev/experiment": "enabled"}}
-	res = Decide(objectObservation(t, cfg, web, unlabelled, rel))
-	if res.Trigger != TriggerConflict || res.Steps[0].Action != ActionConflict || res.Steps[0].Changes() {
-		t.Errorf("a conflict must not uninstall: %s %+v", res.Trigger, res.Steps)
-	}
-	// The named spec's view of the same object.
-	named := Observation{Spec: "web", Config: cfg.Specs["web"], Instance: "autox", Trigger: both,
-		Claimants:    NewClaimIndex(cfg).Claimants("apps", "deployments", web, both.Labels),
-		ReleaseSpecs: map[string]ReleaseSpecObservation{"a": {Chart: ChartID{"hello", "1.0.0"}}}, Now: planNow}
-	res = Decide(named)
-	if res.Trigger != TriggerConflict || res.Steps[0].Action != ActionConflict || res.Steps[0].Object != "" {
-		t.Errorf("named spec on a selected object: %s %+v", res.Trigger, res.Steps)
-	}
-	// No longer selected by exp, still named by web: not exp's object any
-	// more, so its releases go; web's claim is no conflict for exp.
-	unselected := TriggerRead{Found: true, Labels: labels()}
-	o := objectObservation(t, cfg, web, unselected, rel)
-	if len(o.Claimants) != 1 || o.Claimants[0] != "web" {
-		t.Fatalf("claimants = %v", o.Claimants)
-	}
-	if res := Decide(o); res.Trigger == TriggerConflict || res.Steps[0].Action != ActionUninstall {
-		t.Errorf("object that left exp's selector: %s %+v, want uninstall", res.Trigger, res.Steps)
-	}
-	// Deleted: a conflict needs an object; its releases go.
-	res = Decide(objectObservation(t, cfg, web, TriggerRead{}, rel))
-	if res.Steps[0].Action != ActionUninstall {
-		t.Errorf("deleted object in conflict: %+v, want uninstall", res.Steps)
+	selected := TriggerRead{Found: true, Labels: labels("autox.dev/experiment", "enabled")}
+	res := Decide(objectObservation(t, cfg, format.Object{Namespace: "ns", Name: "a"}, selected))
+	trig := res.Steps[0].Desired.Values["autox"].(map[string]interface{})["trigger"].(map[string]interface{})
+	if trig["name"] != "a" || trig["namespace"] != "ns" {
+		t.Errorf("injected trigger = %v, want object ns/a", trig)
 	}
 }
 
@@ -308,29 +193,5 @@ func TestInSyncObject(t *testing.T) {
 	}
 	if InSync("exp", spec, a, TriggerRead{Found: true, Labels: version}, []format.Record{rec}, ids, nil) {
 		t.Errorf("an object no longer selected is in sync")
-	}
-}
-
-func TestTriggerObject(t *testing.T) {
-	long := strings.Repeat("y", 80)
-	rel := &format.Release{ObjectNamespace: "ns", ObjectName: format.ObjectLabel(long),
-		Values: map[string]interface{}{"autox": map[string]interface{}{"trigger": map[string]interface{}{"name": long}}}}
-	if got := rel.TriggerObject(); got != (format.Object{Namespace: "ns", Name: long}) {
-		t.Errorf("TriggerObject = %v, want the whole name from the values", got)
-	}
-	rel.Values["autox"].(map[string]interface{})["trigger"].(map[string]interface{})["name"] = "forged"
-	if got := rel.TriggerObject(); got.Name != format.ObjectLabel(long) {
-		t.Errorf("values that do not give the label back were believed: %v", got)
-	}
-}
-
-func TestPlanOutOfScope(t *testing.T) {
-	cfg := selectorConfig(t)
-	a := format.Object{Namespace: "ns", Name: "a"}
-	selected := TriggerRead{Found: true, Labels: labels("autox.dev/experiment", "enabled")}
-	o := objectObservation(t, cfg, a, selected, objectRelease(t, cfg, a, selected))
-	o.OutOfScope = true
-	if res := Decide(o); res.Steps[0].Action != ActionUninstall || !strings.Contains(res.Steps[0].Reason, "no longer covers") {
-		t.Errorf("object out of the selector's namespaces: %+v, want uninstall", res.Steps)
 	}
 }

@@ -10,41 +10,6 @@ import (
 	"github.com/autox-dev/autox/internal/format"
 )
 
-var srcTrigger = config.Trigger{Group: "apps", Version: "v1", Resource: "deployments", Name: "web", Namespace: "ns", Labels: []string{"v"}}
-
-func secret(name, key, content string) SourceValue {
-	return SourceValue{Ref: config.ValuesFrom{Kind: config.KindSecret, Name: name, Key: key}, Namespace: "ns", Found: true, Data: map[string]string{key: content}}
-}
-
-func configMap(name, key, content string) SourceValue {
-	s := secret(name, key, content)
-	s.Ref.Kind = config.KindConfigMap
-	return s
-}
-
-func refsOf(sources []SourceValue) []config.ValuesFrom {
-	out := make([]config.ValuesFrom, len(sources))
-	for i, s := range sources {
-		out[i] = s.Ref
-	}
-	return out
-}
-
-func merge(t *testing.T, values map[string]interface{}, sources ...SourceValue) (Merged, error) {
-	t.Helper()
-	rs := &config.ReleaseSpec{Values: values, ValuesFrom: refsOf(sources)}
-	return MergeValues(rs, sources, srcTrigger, map[string]string{"v": "2"})
-}
-
-func mustMerge(t *testing.T, values map[string]interface{}, sources ...SourceValue) Merged {
-	t.Helper()
-	m, err := merge(t, values, sources...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 // TestMergeOrder: entries in order (maps deeply, a later entry wins), then
 // the inline values on top, then the autox key.
 func TestMergeOrder(t *testing.T) {
@@ -191,21 +156,6 @@ func TestMergeLeavesInputsAlone(t *testing.T) {
 
 // sourcedObservation is the plan observation with release spec a's values
 // partly from Secret creds.
-func sourcedObservation(pw string, mut func(o *Observation)) Observation {
-	return observation(func(o *Observation) {
-		o.Config.ReleaseSpecs["a"].ValuesFrom = []config.ValuesFrom{{Kind: config.KindSecret, Name: "creds", Key: "values.yaml"}}
-		o.ReleaseSpecs["a"] = ReleaseSpecObservation{Chart: ChartID{"hello", "1.0.0"},
-			Sources: []SourceValue{secret("creds", "values.yaml", "db:\n  password: "+pw+"\n")}}
-		if mut != nil {
-			mut(o)
-		}
-	})
-}
-
-// TestPlanValuesFromSecret: the desired values and digest hold the merged
-// values; a changed Secret upgrades with a reason that names the path and
-// the Secret but not the value; the step's redactor hides it; the same
-// content again is in sync.
 func TestPlanValuesFromSecret(t *testing.T) {
 	res := Decide(sourcedObservation("hunter22", nil))
 	install := res.Steps[0]
