@@ -3,7 +3,6 @@ package triggers
 import (
 	"context"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -167,41 +166,6 @@ func TestSourceUsers(t *testing.T) {
 	}
 }
 
-// TestSourceReader: a ConfigMap's data and binaryData, a Secret's data, and
-// NotFound as "not found" — never as an error, nor an error as absence.
-func TestSourceReader(t *testing.T) {
-	ctx := context.Background()
-	ns := cluster.Namespace(t)
-	if _, err := cluster.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: ns},
-		Data: map[string]string{"values.yaml": "a: 1"}, BinaryData: map[string][]byte{"blob": []byte("b: 2")}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cluster.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: ns},
-		StringData: map[string]string{"token": "tok"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	r := observe.SourceReader{Client: cluster.Client}
-	found, data, err := r.Get(ctx, config.KindConfigMap, ns, "cm")
-	if err != nil || !found || data["values.yaml"] != "a: 1" || data["blob"] != "b: 2" {
-		t.Errorf("ConfigMap: %v %v %v", found, data, err)
-	}
-	found, data, err = r.Get(ctx, config.KindSecret, ns, "s")
-	if err != nil || !found || len(data) != 1 || data["token"] != "tok" {
-		t.Errorf("Secret: %v %v %v", found, data, err)
-	}
-	for _, kind := range []string{config.KindSecret, config.KindConfigMap} {
-		if found, _, err := r.Get(ctx, kind, ns, "absent"); found || err != nil {
-			t.Errorf("missing %s: found %v, %v; want not found, no error", kind, found, err)
-		}
-	}
-	if _, _, err := r.Get(ctx, "Deployment", ns, "cm"); err == nil {
-		t.Error("a kind that is not a values source read without error")
-	}
-	if _, _, err := r.Get(ctx, config.KindSecret, "no-such-namespace-x", "s"); err != nil {
-		t.Errorf("a Secret of a namespace that does not exist: %v (the API server says NotFound)", err)
-	}
-}
-
 // TestSelectorObjectsFollowTheirSources: a selector spec whose releases
 // live in each object's namespace reads each object's Secret there, and a
 // change of one namespace's Secret upgrades the releases of that
@@ -249,22 +213,4 @@ func TestSelectorObjectsFollowTheirSources(t *testing.T) {
 	}
 	put(h.NS, "pw-ns1-new")
 	h.Releases().Wait("a-r", "upgraded after its namespace's Secret changed", at(2, "pw-ns1-new"))
-}
-
-// TestNoSecretSources: under the configmap storage driver a Secret source
-// fails with an error saying why, without being read; a ConfigMap is read.
-func TestNoSecretSources(t *testing.T) {
-	ns := cluster.Namespace(t)
-	if _, err := cluster.Client.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: ns},
-		Data: map[string]string{"values.yaml": "a: 1"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	inner := &countingSources{ValuesSources: observe.SourceReader{Client: cluster.Client}, reads: map[string]int{}}
-	r := observe.NoSecretSources{Sources: inner}
-	if _, _, err := r.Get(context.Background(), config.KindSecret, ns, "creds"); err == nil || !strings.Contains(err.Error(), "--storage-driver secret") || len(inner.count()) != 0 {
-		t.Errorf("Secret: %v after reads %v, want a refusal naming the flag and no read", err, inner.count())
-	}
-	if found, _, err := r.Get(context.Background(), config.KindConfigMap, ns, "cm"); !found || err != nil || len(inner.count()) != 1 {
-		t.Errorf("ConfigMap: %v %v after reads %v", found, err, inner.count())
-	}
 }
