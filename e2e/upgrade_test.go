@@ -140,16 +140,12 @@ func upgradeAndDowngrade(t *testing.T, old, oldVersion string) {
 	if code, err := v.Wait(patience); err != nil || code != 0 {
 		t.Fatalf("today's build rejects a config that %s accepted (exit %d, %v); %s:\n%s", oldVersion, code, err, breakingRule, v.Output())
 	}
+	e.planUnchanged(autox, cfg, "today's build (on the releases "+oldVersion+" made)")
 	p = e.run(cfg)
-	e.quietPasses(p, fmt.Sprintf("today's build, upgraded from %s with the same config,", oldVersion), true)
-	if code := p.Stop(patience); code != 0 {
-		t.Fatalf("today's build: SIGTERM: exit code %d, want 0", code)
-	}
-	sameRecords(t, converged, helmRecords(t, namespaces...), "today's build, upgraded from "+oldVersion+" with the same config,")
+	quiet := e.quietPasses(p, fmt.Sprintf("today's build (upgraded from %s, same config)", oldVersion), true)
+	sameRecords(t, converged, helmRecords(t, namespaces...), "today's build (upgraded from "+oldVersion+", same config)")
 
 	// A config change is applied once: one new revision of one release.
-	p = e.run(cfg)
-	e.waitLog(p, leadingLine)
 	e.writeConfig(fleetConfig(ns2, "green"))
 	e.waitRelease("web-hello", "upgraded by the config change", func(r *helmops.Release) bool {
 		return deployedAt(2)(r) && r.Values["colour"] == "green"
@@ -158,7 +154,7 @@ func upgradeAndDowngrade(t *testing.T, old, oldVersion string) {
 	if code := p.Stop(patience); code != 0 {
 		t.Fatalf("today's build: SIGTERM: exit code %d, want 0", code)
 	}
-	if w := writeLines(p.Output()); len(w) != 1 || !strings.Contains(w[0], `"message":"release upgrade"`) || !strings.Contains(w[0], `"release":"web-hello"`) {
+	if w := writeLines(p.Output()[quiet:]); len(w) != 1 || !strings.Contains(w[0], `"message":"release upgrade"`) || !strings.Contains(w[0], `"release":"web-hello"`) {
 		t.Errorf("one value of web-hello changed: Helm writes %q, want one upgrade of web-hello", w)
 	}
 	changed := helmRecords(t, namespaces...)
@@ -170,35 +166,55 @@ func upgradeAndDowngrade(t *testing.T, old, oldVersion string) {
 	}
 
 	// The downgrade: the old build on the changed config changes nothing.
+	// Its passes trust the records' digest labels today's build wrote;
+	// its plan compares the decoded releases.
+	e.planUnchanged(old, cfg, "the old build "+oldVersion+" (on the releases today's build made)")
 	p = testenv.StartProcess(t, old, e.runArgsFor(old, cfg)...)
-	e.quietPasses(p, fmt.Sprintf("the old build %s, downgraded to from today's build with the same config,", oldVersion), false)
+	e.quietPasses(p, fmt.Sprintf("the old build %s (downgraded to from today's build, same config)", oldVersion), false)
 	if code := p.Stop(patience); code != 0 {
 		t.Fatalf("the old build %s: SIGTERM: exit code %d, want 0", oldVersion, code)
 	}
-	sameRecords(t, changed, helmRecords(t, namespaces...), "the old build "+oldVersion+", downgraded to from today's build with the same config,")
+	sameRecords(t, changed, helmRecords(t, namespaces...), "the old build "+oldVersion+" (downgraded to from today's build, same config)")
 }
 
 // quietPasses waits for 3 passes of p after it started to lead and fails
-// the test when p made a Helm write. With inSync (today's build), every pass
-// after the first must also have found every spec in sync from the release
-// records' labels, the digest included: a release whose records do not prove
-// it (a digest computed another way) is reconciled in full at every pass.
-func (e *env) quietPasses(p *testenv.Process, who string, inSync bool) {
+// the test when p made a Helm write; it returns where the passes end in p's
+// output. With inSync (today's build), every pass after the first must also
+// have found every spec in sync from the release records' labels, the digest
+// included: a release whose records do not prove it (a digest computed
+// another way) is reconciled in full at every pass.
+func (e *env) quietPasses(p *testenv.Process, who string, inSync bool) int {
 	e.t.Helper()
 	since := e.waitLog(p, leadingLine)
 	e.waitPasses(p, since, 3)
-	if n := helmWrites(p); n != 0 {
-		e.t.Fatalf("%s made %d Helm writes; %s:\n%s", who, n, breakingRule, p.Output())
+	out := p.Output()
+	if w := writeLines(out); len(w) != 0 {
+		e.t.Fatalf("%s made %d Helm writes (%s); %s", who, len(w), strings.Join(w, "\n"), breakingRule)
 	}
 	if !inSync {
-		return
+		return len(out)
 	}
-	passes := passLines(p.Output()[since:])
+	passes := passLines(out[since:])
 	for i, line := range passes[1:] {
 		if !strings.Contains(line, `"queued":0`) {
 			e.t.Errorf("%s: pass %d of %d did not find every spec in sync from the release records (%s); %s",
 				who, i+2, len(passes), line, breakingRule)
 		}
+	}
+	return len(out)
+}
+
+// planUnchanged fails the test unless `bin plan` finds nothing to do: it
+// compares every release, decoded, with what that build wants, where a
+// quiet pass trusts the records' digest labels.
+func (e *env) planUnchanged(bin, config, who string) {
+	e.t.Helper()
+	p := testenv.StartProcess(e.t, bin, "plan", "--config", config, "--kubeconfig", cluster.Kubeconfig, "--detailed-exitcode")
+	switch code, err := p.Wait(patience); {
+	case err != nil || code == 1:
+		e.t.Fatalf("%s: plan failed (exit %d, %v):\n%s", who, code, err, p.Output())
+	case code != 0:
+		e.t.Fatalf("%s: plan would change releases; %s:\n%s", who, breakingRule, p.Output())
 	}
 }
 
