@@ -19,7 +19,7 @@ import (
 const breakingRule = `what autox writes on releases and compares — the injected "autox" values, ` +
 	`the autox.dev/* labels, the digest and its inputs — is release format v1: a change to it is breaking ` +
 	`(DESIGN §5, "breaking vs non-breaking") and needs a new format version the config names, ` +
-	`with a migration that makes no Helm write; and a config valid for an earlier version stays valid`
+	`with a migration that makes no Helm write`
 
 // fleetConfig is a config valid for every version in testdata/upgrade/versions.txt
 // (the first has no selector, no valuesFrom, no instance): named triggers of
@@ -138,7 +138,8 @@ func upgradeAndDowngrade(t *testing.T, old, oldVersion string) {
 	// Today's build: the same config is valid and changes nothing.
 	v := testenv.StartProcess(t, autox, "validate", "--config", cfg)
 	if code, err := v.Wait(patience); err != nil || code != 0 {
-		t.Fatalf("today's build rejects a config that %s accepted (exit %d, %v); %s:\n%s", oldVersion, code, err, breakingRule, v.Output())
+		t.Fatalf("today's build rejects a config that %s accepted (exit %d, %v): config format v1 must stay valid "+
+			"(DESIGN §5, \"breaking vs non-breaking\"); a breaking change needs a new format version the config names:\n%s", oldVersion, code, err, v.Output())
 	}
 	e.planUnchanged(autox, cfg, "today's build (on the releases "+oldVersion+" made)")
 	p = e.run(cfg)

@@ -90,6 +90,27 @@ func TestBuildAutoxAtUsesTheCache(t *testing.T) {
 	}
 }
 
+// TestBuildLockExcludesOtherProcesses: while one test binary holds a
+// commit's build lock, another process cannot take it (flock(1) -n fails),
+// and it can once the lock is released.
+func TestBuildLockExcludesOtherProcesses(t *testing.T) {
+	if _, err := exec.LookPath("flock"); err != nil {
+		t.Skip("no flock command")
+	}
+	path := filepath.Join(t.TempDir(), ".lock")
+	unlock, err := lockFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command("flock", "-n", path, "true").Run(); err == nil {
+		t.Fatal("another process took the build lock while it was held")
+	}
+	unlock()
+	if out, err := exec.Command("flock", "-n", path, "true").CombinedOutput(); err != nil {
+		t.Fatalf("the released build lock cannot be taken: %v %s", err, out)
+	}
+}
+
 func TestRunFlags(t *testing.T) {
 	help := filepath.Join(t.TempDir(), "help")
 	script := "#!/bin/sh\ncat <<'EOF'\nUsage:\n  autox run [flags]\n\nFlags:\n      --config string   the file\n  -h, --help   help for run\n" +
