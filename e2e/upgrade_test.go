@@ -10,7 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/releasetest"
 	"github.com/autox-dev/autox/internal/testenv"
 )
@@ -109,18 +109,18 @@ func TestUpgradeAcrossLandedVersions(t *testing.T) {
 func upgradeAndDowngrade(t *testing.T, old, oldVersion string) {
 	e := newEnv(t)
 	ns2 := cluster.Namespace(t)
-	namespaces := []string{e.ns, ns2}
-	e.deployment("web", version("1.0.0"))
+	namespaces := []string{e.NS, ns2}
+	e.Deployment("web", version("1.0.0"))
 	e.putConfigMap("api", nil)
 	cluster.CreateDeployment(t, ns2, "worker", map[string]string{"example.com/track": "canary", "app.kubernetes.io/version": "0.9.0"})
 	cluster.CreateDeployment(t, ns2, "idle", nil)
-	cfg := e.writeConfig(fleetConfig(ns2, "blue"))
-	ns2Releases := releasetest.Releases{T: t, Helm: e.helm, Namespace: ns2, Patience: patience}
+	cfg := e.WriteConfig(fleetConfig(ns2, "blue"))
+	ns2Releases := releasetest.Releases{T: t, Helm: e.Helm, Namespace: ns2, Patience: patience}
 
 	// The old build converges the fleet and stops cleanly.
 	p := testenv.StartProcess(t, old, e.runArgsFor(old, cfg)...)
-	e.waitRelease("web-hello", "installed by "+oldVersion, deployedAt(1))
-	e.waitRelease("web-job", "installed by "+oldVersion, deployedAt(1))
+	e.WaitRelease("web-hello", "installed by "+oldVersion, deployedAt(1))
+	e.WaitRelease("web-job", "installed by "+oldVersion, deployedAt(1))
 	ns2Releases.Wait("api-hello", "installed by "+oldVersion, deployedAt(1))
 	ns2Releases.Wait("worker-canary-exp", "installed by "+oldVersion, deployedAt(1))
 	e.waitPasses(p, e.waitLog(p, leadingLine), 2)
@@ -147,8 +147,8 @@ func upgradeAndDowngrade(t *testing.T, old, oldVersion string) {
 	sameRecords(t, converged, helmRecords(t, namespaces...), "today's build (upgraded from "+oldVersion+", same config)")
 
 	// A config change is applied once: one new revision of one release.
-	e.writeConfig(fleetConfig(ns2, "green"))
-	e.waitRelease("web-hello", "upgraded by the config change", func(r *helmops.Release) bool {
+	e.WriteConfig(fleetConfig(ns2, "green"))
+	e.WaitRelease("web-hello", "upgraded by the config change", func(r *format.Release) bool {
 		return deployedAt(2)(r) && r.Values["colour"] == "green"
 	})
 	e.waitPasses(p, e.waitLog(p, `"message":"release upgrade"`), 3)
@@ -160,7 +160,7 @@ func upgradeAndDowngrade(t *testing.T, old, oldVersion string) {
 	}
 	changed := helmRecords(t, namespaces...)
 	added, removed, rewritten := recordChanges(converged, changed)
-	v1, v2 := e.ns+"/sh.helm.release.v1.web-hello.v1", e.ns+"/sh.helm.release.v1.web-hello.v2"
+	v1, v2 := e.NS+"/sh.helm.release.v1.web-hello.v1", e.NS+"/sh.helm.release.v1.web-hello.v2"
 	if fmt.Sprint(added) != fmt.Sprint([]string{v2}) || len(removed) != 0 || fmt.Sprint(rewritten) != fmt.Sprint([]string{v1}) {
 		t.Errorf("a change of one value of web-hello: records added %v, removed %v, rewritten %v; want %s added and %s superseded, nothing else",
 			added, removed, rewritten, v2, v1)
