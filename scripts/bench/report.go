@@ -1,0 +1,121 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type results struct {
+	Triggers, Releases                          int
+	Baseline, Cold, NoopPass, Restart           time.Duration
+	Floor                                       time.Duration
+	FloorWrites                                 int64
+	FloorServerCPU, ColdServerCPU               time.Duration
+	ColdByKind, QuietByKind                     requestCounts
+	BaselineSampled, Seeded                     bool
+	ColdRSS, NoopRSS, RestartRSS, ReactionRSS   int64
+	ColdRequests, NoopRequests, RestartRequests int64
+	NoopWrites, RestartWrites                   int
+	InstallMean                                 time.Duration
+	ColdCPU                                     time.Duration
+	Reactions                                   []time.Duration
+}
+
+func percentile(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(q*float64(len(s)-1) + 0.5)
+	return s[i]
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+
+func (r results) table(o options) string {
+	var b strings.Builder
+	workers := "default"
+	if o.workers > 0 {
+		workers = strconv.Itoa(o.workers)
+	}
+	fmt.Fprintf(&b, "\n### %d triggers × %d releases (%d releases) of chart %s, --workers %s\n\n", r.Triggers, releasesPerTrigger, r.Releases, o.chart, workers)
+	fmt.Fprintf(&b, "Machine: %s, %d cores, %s, %s/%s, %s; %s.\n\n", cpuModel(), runtime.NumCPU(), memTotal(), runtime.GOOS, runtime.GOARCH, runtime.Version(), time.Now().UTC().Format("2006-01-02"))
+	b.WriteString("| measure | autox | baseline / target |\n|---|---|---|\n")
+	baseline := secs(r.Baseline) + " (`helm upgrade --install`, one after another"
+	if r.BaselineSampled {
+		baseline += fmt.Sprintf(", extrapolated from %d releases", o.baselineSample)
+	}
+	baseline += ")"
+	if r.Seeded {
+		fmt.Fprintf(&b, "| cold convergence | not measured: releases seeded | %s |\n", baseline)
+		fmt.Fprintf(&b, "| start on the seeded releases → first complete pass | %s | |\n", secs(r.Cold))
+	} else {
+		fmt.Fprintf(&b, "| cold convergence, nothing → all deployed | %s | %s |\n", secs(r.Cold), baseline)
+	}
+	fmt.Fprintf(&b, "| floor: the same releases' writes (%.0f per release) made directly, %d workers, no rate limit | %s | |\n",
+		float64(r.FloorWrites)/float64(r.Releases), o.floorWorkers, secs(r.Floor))
+	if !r.Seeded {
+		fmt.Fprintf(&b, "| autox's speed as a share of the floor's | %.0f %% | target ≥ 50 %% |\n", 100*r.Floor.Seconds()/r.Cold.Seconds())
+		fmt.Fprintf(&b, "| API requests per release installed, cold (all / writes) | %.2f / %.2f | floor: %.2f / %.2f |\n",
+			float64(r.ColdByKind.total())/float64(r.Releases), float64(r.ColdByKind.writes())/float64(r.Releases),
+			float64(r.FloorWrites)/float64(r.Releases), float64(r.FloorWrites)/float64(r.Releases))
+		for _, k := range r.ColdByKind.sorted() {
+			fmt.Fprintf(&b, "| … %s %s | %.2f | |\n", k.verb, k.resource, float64(r.ColdByKind[k])/float64(r.Releases))
+		}
+		fmt.Fprintf(&b, "| mean time of one Helm install inside autox | %s | |\n", secs(r.InstallMean))
+		fmt.Fprintf(&b, "| CPU time of autox during cold convergence | %s | |\n", secs(r.ColdCPU))
+		fmt.Fprintf(&b, "| CPU time of kube-apiserver and etcd during cold convergence | %s | floor: %s |\n", secs(r.ColdServerCPU), secs(r.FloorServerCPU))
+		fmt.Fprintf(&b, "| speed-up over the baseline | %.1f× | target ≥ 5× |\n", r.Baseline.Seconds()/r.Cold.Seconds())
+	}
+	fmt.Fprintf(&b, "| no-op periodic pass: time | %s | target < 2 s |\n", secs(r.NoopPass))
+	fmt.Fprintf(&b, "| no-op periodic pass: API requests | %d | must not grow with triggers |\n", r.NoopRequests)
+	fmt.Fprintf(&b, "| no-op periodic pass: Helm writes | %d | must be 0 |\n", r.NoopWrites)
+	fmt.Fprintf(&b, "| one quiet --resync period (end of a no-op pass → end of the next): API requests (writes) | %d (%d): %s | writes must be 0 |\n", r.QuietByKind.total(), r.QuietByKind.writes(), r.QuietByKind)
+	fmt.Fprintf(&b, "| restart → first complete pass: time | %s | |\n", secs(r.Restart))
+	fmt.Fprintf(&b, "| restart → first complete pass: API requests (first pass) | %d | |\n", r.RestartRequests)
+	fmt.Fprintf(&b, "| restart: Helm writes | %d | must be 0 |\n", r.RestartWrites)
+	fmt.Fprintf(&b, "| reaction, relabel → both releases upgraded: p50 | %s | |\n", secs(percentile(r.Reactions, 0.5)))
+	fmt.Fprintf(&b, "| reaction: p99 (%d relabels) | %s | target < 1 s |\n", len(r.Reactions), secs(percentile(r.Reactions, 0.99)))
+	fmt.Fprintf(&b, "| peak RSS: cold convergence | %s | target < 150 MiB |\n", mib(r.ColdRSS))
+	fmt.Fprintf(&b, "| peak RSS: no-op pass | %s | |\n", mib(r.NoopRSS))
+	fmt.Fprintf(&b, "| peak RSS: restart | %s | |\n", mib(r.RestartRSS))
+	fmt.Fprintf(&b, "| peak RSS: relabels | %s | |\n", mib(r.ReactionRSS))
+	return b.String()
+}
+
+func cpuModel() string {
+	data, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, "model name") {
+			if i := strings.Index(l, ":"); i >= 0 {
+				return strings.TrimSpace(l[i+1:])
+			}
+		}
+	}
+	return runtime.GOARCH
+}
+
+func memTotal() string {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return "? memory"
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return fmt.Sprintf("%.0f GiB", float64(kb)/(1<<20))
+		}
+	}
+	return "? memory"
+}
