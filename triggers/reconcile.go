@@ -113,6 +113,8 @@ type observed struct {
 	unattributed bool
 	// sources reads each values source once for the whole observation.
 	sources *sourceCache
+	// failed are the release specs the plan could not decide (for metrics).
+	failed []decide.Failure
 }
 
 // observe reads everything the decision for one spec needs, or for one
@@ -317,6 +319,7 @@ func (r *Reconciler) unattributed(specName string, rels []*helmops.Release) *obs
 // decide runs the pure plan and turns its failures into errors and Events.
 func (r *Reconciler) decide(o *observed) ([]decide.Step, error) {
 	res := decide.Plan(o.Observation)
+	o.failed = res.Failed
 	if o.unattributed {
 		for i := range res.Steps {
 			res.Steps[i].Reason = "made by this spec before it had a selector: no object's release"
@@ -389,6 +392,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) (follow []string
 	if err != nil {
 		r.opts.Log.Error().Err(err).Str("spec", specName).Str("object", obj.String()).Msg("cannot decide; nothing changed")
 		r.count(specName, err, start)
+		ids := r.releaseSpecIDs(specName)
+		all := map[string]outcome{}
+		for _, id := range ids {
+			all[id] = outcome{failing: true}
+		}
+		r.opts.Metrics.releaseSpecOutcomes(specName, obj, ids, all)
 		return nil, err
 	}
 	err = r.run(ctx, o, start)
@@ -419,9 +428,10 @@ func (r *Reconciler) sweep(ctx context.Context, cfg *config.Config, specName str
 // run decides an observation and applies its steps.
 func (r *Reconciler) run(ctx context.Context, o *observed, start time.Time) error {
 	steps, planErr := r.decide(o)
-	errs := append([]error{planErr}, r.applyAll(ctx, o, steps)...)
-	err := errors.Join(errs...)
+	stepErrs := r.applyAll(ctx, o, steps)
+	err := errors.Join(append([]error{planErr}, stepErrs...)...)
 	r.count(o.Spec, err, start)
+	r.opts.Metrics.releaseSpecOutcomes(o.Spec, o.Object, r.releaseSpecIDs(o.Spec), outcomes(o.Observation, o.failed, steps, stepErrs))
 	ev := r.opts.Log.Debug()
 	if err != nil {
 		ev = r.opts.Log.Error().Err(err)
@@ -533,9 +543,7 @@ func (r *Reconciler) apply(ctx context.Context, o *observed, s decide.Step) erro
 		ev = log.Error().Err(err)
 	}
 	ev.Int("revision", rev).Dur("duration", time.Since(start)).Msg("release " + string(s.Action))
-	if r.opts.Metrics != nil {
-		r.opts.Metrics.helmOperations.WithLabelValues(string(s.Action), result(err)).Inc()
-	}
+	r.opts.Metrics.helmOperation(string(s.Action), err, time.Since(start))
 	if err != nil {
 		r.event(o.ref, corev1.EventTypeWarning, "ReleaseFailed", "%s of release %s/%s failed: %v", s.Action, s.Namespace, s.Release, err)
 	} else {
