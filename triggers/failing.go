@@ -141,6 +141,16 @@ func (g *releaseSpecGauges) vecs() []*prometheus.GaugeVec {
 	return []*prometheus.GaugeVec{g.failing, g.source, g.stale}
 }
 
+// reset drops every spec.
+func (g *releaseSpecGauges) reset() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.last = map[string]map[string]map[string]outcome{}
+	for _, v := range g.vecs() {
+		v.Reset()
+	}
+}
+
 // forget drops a spec that left the config.
 func (g *releaseSpecGauges) forget(spec string) {
 	g.mu.Lock()
@@ -165,6 +175,15 @@ func (m *Metrics) helmOperation(action string, err error, took time.Duration) {
 	}
 	m.helmOperations.WithLabelValues(action, result(err)).Inc()
 	m.helmDuration.WithLabelValues(action).Observe(took.Seconds())
+}
+
+// endTerm drops what a leadership term knew of release specs: a standby's
+// gauges would otherwise repeat its last term's failures forever, beside
+// what the new leader reports. m may be nil.
+func (m *Metrics) endTerm() {
+	if m != nil {
+		m.releaseSpecs.reset()
+	}
 }
 
 // releaseSpecOutcomes records one reconcile's outcomes for the release

@@ -91,7 +91,8 @@ func TestReleaseSpecGauges(t *testing.T) {
 // TestStaleReleaseUnrecovered leaves a release pending-upgrade, as a killed
 // process would, with a record Helm cannot roll back from (its manifest is
 // not YAML): once it is stale, autox tries to recover it, fails, and says so
-// in autox_stale_release_unrecovered and autox_release_spec_failing.
+// in autox_stale_release_unrecovered and autox_release_spec_failing, until
+// its leadership term ends.
 func TestStaleReleaseUnrecovered(t *testing.T) {
 	h := newHarness(t)
 	h.deployment("web", v("1.0.0"))
@@ -131,5 +132,10 @@ specs:
 	// (Helm's rollback leaves a pending-rollback revision of its own.)
 	if r := h.release("web-hello"); r.Status == release.StatusDeployed {
 		t.Fatalf("the release was recovered after all: the test's broken record no longer breaks the rollback")
+	}
+	// A process that stops leading no longer reports what it knew.
+	h.halt()
+	if n := testutil.CollectAndCount(h.metrics.releaseSpecs.failing); n != 0 {
+		t.Errorf("%d autox_release_spec_failing series after the term ended, want none", n)
 	}
 }
