@@ -28,6 +28,15 @@ specs:
       secret:
         chart: {path: {{.Charts}}/hello}
         valuesFrom: [{kind: Secret, name: not-there}]
+  experiments:   # selects nothing: its series are there, at zero
+    trigger:
+      group: apps
+      version: v1
+      resource: deployments
+      namespace: {{.NS}}
+      selector: {matchLabels: {autox.dev/experiment: enabled}}
+    releaseSpecs:
+      hello: {chart: {path: {{.Charts}}/hello}}
 `
 
 const alertsConfigFixed = `
@@ -35,6 +44,15 @@ namespaces: [{{.NS}}]
 specs:
   web:
     trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
+    releaseSpecs:
+      hello: {chart: {path: {{.Charts}}/hello}}
+  experiments:   # selects nothing: its series are there, at zero
+    trigger:
+      group: apps
+      version: v1
+      resource: deployments
+      namespace: {{.NS}}
+      selector: {matchLabels: {autox.dev/experiment: enabled}}
     releaseSpecs:
       hello: {chart: {path: {{.Charts}}/hello}}
 `
