@@ -132,15 +132,7 @@ func TestAlertsOnRecordedMetrics(t *testing.T) {
 			s.is("autox_config_watch_fallback", 0)
 	})
 
-	dir := t.TempDir()
-	rules := writeRuleFile(t, root, dir)
-	if out, err := exec.Command(promtool, "check", "rules", rules).CombinedOutput(); err != nil {
-		t.Fatalf("promtool check rules: %v\n%s", err, out)
-	}
-	tests := writeRuleTests(t, root, dir, rules, rec.inputSeries("autox_", scrapeTarget))
-	if out, err := exec.Command(promtool, "test", "rules", tests).CombinedOutput(); err != nil {
-		t.Fatalf("promtool test rules on the recorded series (%s): %v\n%s", tests, err, out)
-	}
+	testRules(t, root, promtool, "alerts_test.yaml", rec)
 
 	live, err := scrapeMetrics(rec.url)
 	if err != nil {
@@ -148,6 +140,21 @@ func TestAlertsOnRecordedMetrics(t *testing.T) {
 	}
 	checkExported(t, live, ruleExprs(t, root), dashboardExprs(t, root))
 	p.Stop(patience)
+}
+
+// testRules checks the rules with promtool and runs the rule tests of
+// manifests/monitoring/<file> on rec's scrapes.
+func testRules(t *testing.T, root, promtool, file string, rec *recorder) {
+	t.Helper()
+	dir := t.TempDir()
+	rules := writeRuleFile(t, root, dir)
+	if out, err := exec.Command(promtool, "check", "rules", rules).CombinedOutput(); err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+	tests := writeRuleTests(t, root, dir, file, rules, rec.inputSeries("autox_", scrapeTarget))
+	if out, err := exec.Command(promtool, "test", "rules", tests).CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules of %s on the recorded series (%s): %v\n%s", file, tests, err, out)
+	}
 }
 
 // buildPromtool builds promtool once (scripts/promtool.sh caches it).
@@ -193,10 +200,10 @@ func writeRuleFile(t *testing.T, root, dir string) string {
 	return path
 }
 
-// writeRuleTests fills alerts_test.yaml in with the rule file and the series.
-func writeRuleTests(t *testing.T, root, dir, rules string, series []map[string]string) string {
+// writeRuleTests fills the rule tests of file in with the rule file and the series.
+func writeRuleTests(t *testing.T, root, dir, file, rules string, series []map[string]string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(root, "manifests", "monitoring", "alerts_test.yaml"))
+	data, err := os.ReadFile(filepath.Join(root, "manifests", "monitoring", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +218,7 @@ func writeRuleTests(t *testing.T, root, dir, rules string, series []map[string]s
 	if data, err = yaml.Marshal(doc); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, "alerts_test.yaml")
+	path := filepath.Join(dir, file)
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
