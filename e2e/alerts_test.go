@@ -17,18 +17,12 @@ import (
 	"github.com/autox-dev/autox/internal/testenv"
 )
 
-const alertsConfig = `
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      hello: {chart: {path: {{.Charts}}/hello}}
-      broken: {chart: {path: {{.Charts}}/broken}}
-      secret:
-        chart: {path: {{.Charts}}/hello}
-        valuesFrom: [{kind: Secret, name: not-there}]
-  experiments:   # selects nothing: its series are there, at zero
+// alertsConfig is the config of TestAlertsOnRecordedMetrics: spec web with
+// release spec hello (which works) and more, and a selector spec that
+// selects nothing, so that its series are there, at zero.
+func alertsConfig(more string) string {
+	return webSpec("      hello: {chart: {path: {{.Charts}}/hello}}\n"+more) + `
+  experiments:
     trigger:
       group: apps
       version: v1
@@ -38,23 +32,13 @@ specs:
     releaseSpecs:
       hello: {chart: {path: {{.Charts}}/hello}}
 `
+}
 
-const alertsConfigFixed = `
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      hello: {chart: {path: {{.Charts}}/hello}}
-  experiments:   # selects nothing: its series are there, at zero
-    trigger:
-      group: apps
-      version: v1
-      resource: deployments
-      namespace: {{.NS}}
-      selector: {matchLabels: {autox.dev/experiment: enabled}}
-    releaseSpecs:
-      hello: {chart: {path: {{.Charts}}/hello}}
+// brokenAndSecret fail: a chart that does not render, a Secret missing.
+const brokenAndSecret = `      broken: {chart: {path: {{.Charts}}/broken}}
+      secret:
+        chart: {path: {{.Charts}}/hello}
+        valuesFrom: [{kind: Secret, name: not-there}]
 `
 
 // The labels Prometheus adds to every series it scrapes from autox through
@@ -92,7 +76,7 @@ func TestAlertsOnRecordedMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	writeFile(e.render(alertsConfig))
+	writeFile(e.render(alertsConfig(brokenAndSecret)))
 	p := e.run(filepath.Join(confDir, "config.yaml"), "--config-debounce", "50ms", "--config-check-interval", "200ms")
 	rec := &recorder{t: t, url: e.httpBase(p) + "/metrics"}
 
@@ -125,7 +109,7 @@ func TestAlertsOnRecordedMetrics(t *testing.T) {
 	rec.phase("config directory gone", 12, func(s scrape) bool {
 		return failing(s) && s.is("autox_config_last_reload_successful", 0) && s.is("autox_config_watch_fallback", 1)
 	})
-	writeFile(e.render(alertsConfigFixed))
+	writeFile(e.render(alertsConfig("")))
 	rec.phase("fixed", 3, func(s scrape) bool {
 		_, kept := s.get("autox_release_spec_failing" + broken)
 		return !kept && s.is("autox_release_spec_failing"+hello, 0) && s.is("autox_config_last_reload_successful", 1) &&

@@ -96,14 +96,7 @@ func TestReleaseSpecGauges(t *testing.T) {
 func TestStaleReleaseUnrecovered(t *testing.T) {
 	h := newHarness(t)
 	h.deployment("web", v("1.0.0"))
-	cfg := h.config(`
-namespaces: [{{.NS}}]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      hello: {chart: {path: {{.Charts}}/hello}}
-`)
+	cfg := h.config(twoReleases)
 	h.start(cfg, time.Hour)
 	h.waitRelease("web-hello", "installed", deployedAt(1))
 	if got := testutil.ToFloat64(h.metrics.releaseSpecs.failing.WithLabelValues("web", "hello")); got != 0 {
