@@ -78,6 +78,11 @@ func TestLostLeaseStopsWritingAtOnce(t *testing.T) {
 	if r := e.Release("web-slow"); r == nil || r.Status != release.StatusPendingInstall {
 		t.Fatalf("the install is not pending: %+v", r)
 	}
+	// Recorded for the rule tests of manifests/monitoring/alerts_fence_test.yaml.
+	rec := &recorder{t: t, url: e.httpBase(p) + "/metrics"}
+	rec.phase("leading, the install blocked", 2, func(s scrape) bool {
+		return s.is("autox_leader", 1) && s.is("autox_fenced_writes_total", 0)
+	})
 
 	e.stealLease(5 * time.Minute)
 	testenv.Eventually(t, patience, "the lost Lease noticed", func() (bool, error) {
@@ -97,6 +102,15 @@ func TestLostLeaseStopsWritingAtOnce(t *testing.T) {
 	if metric("autox_leader") != "0" {
 		t.Errorf("autox_leader = %s while another process holds the Lease", metric("autox_leader"))
 	}
+	rec.phase("writes fenced", 3, func(s scrape) bool {
+		v, _ := s.get("autox_fenced_writes_total")
+		return v >= 1 && s.is("autox_leader", 0)
+	})
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testRules(t, root, buildPromtool(t, root), "alerts_fence_test.yaml", rec)
 	if !alive(p) {
 		t.Fatalf("autox exited after losing its Lease:\n%s", p.Output())
 	}

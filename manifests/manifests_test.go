@@ -53,15 +53,30 @@ func render(t *testing.T, dir string) []*unstructured.Unstructured {
 }
 
 func TestExampleOverlayIsValidKubernetes(t *testing.T) {
-	ctx := context.Background()
 	objs := render(t, "overlays/example")
-	dyn, mapper := clients(t)
-
+	dryRun(t, objs)
 	kinds := map[string]*unstructured.Unstructured{}
 	for _, o := range objs {
 		kinds[o.GetKind()] = o
-		// Namespaces are created for real: namespaced objects cannot be
-		// dry-run into a namespace that does not exist.
+	}
+
+	for _, k := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "ConfigMap"} {
+		if kinds[k] == nil {
+			t.Errorf("the overlay renders no %s", k)
+		}
+	}
+	checkDeployment(t, kinds["Deployment"], kinds["ConfigMap"])
+	checkConfig(t, kinds["ConfigMap"])
+}
+
+// dryRun has the API server validate objs with a server-side dry run of
+// an apply. Namespaces are created for real: namespaced objects cannot be
+// dry-run into a namespace that does not exist.
+func dryRun(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	dyn, mapper := clients(t)
+	for _, o := range objs {
 		if o.GetKind() == "Namespace" {
 			_, err := cluster.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.GetName()}}, metav1.CreateOptions{})
 			if testenv.IgnoreAlreadyExists(err) != nil {
@@ -82,14 +97,6 @@ func TestExampleOverlayIsValidKubernetes(t *testing.T) {
 			t.Errorf("server-side dry run of %s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
-
-	for _, k := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "ConfigMap"} {
-		if kinds[k] == nil {
-			t.Errorf("the overlay renders no %s", k)
-		}
-	}
-	checkDeployment(t, kinds["Deployment"], kinds["ConfigMap"])
-	checkConfig(t, kinds["ConfigMap"])
 }
 
 // checkDeployment holds the base to what DEVELOPERS.md and issue 6 ask of it.

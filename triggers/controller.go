@@ -125,6 +125,8 @@ func (c *Controller) Config() *config.Config { return c.state.Config() }
 // spec, lets running reconciles finish (up to ShutdownTimeout) and returns.
 // When Fenced closes, running reconciles are cancelled at once.
 func (c *Controller) Run(ctx context.Context) error {
+	// A process that no longer leads knows nothing of the releases.
+	defer c.opts.Metrics.endTerm()
 	// From the stop on, no worker starts a reconcile, whatever is queued.
 	stopStopping := context.AfterFunc(ctx, func() { c.stopping.Store(true) })
 	defer stopStopping()

@@ -54,6 +54,7 @@ func (c *Controller) runPass(ctx context.Context) {
 			Int64("apiRequests", c.requestCount()-requestsBefore).Msg("pass complete")
 		if c.opts.Metrics != nil {
 			c.opts.Metrics.lastPass.Set(float64(time.Now().Unix()))
+			c.opts.Metrics.passDuration.Observe(took.Seconds())
 		}
 	})
 	now := time.Now()

@@ -132,6 +132,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) (follow []string
 	if err != nil {
 		r.opts.Log.Error().Err(err).Str("spec", specName).Str("object", obj.String()).Msg("cannot decide; nothing changed")
 		r.count(specName, err, start)
+		// Nothing could be read: every release spec of the key is failing.
+		ids := r.releaseSpecIDs(specName)
+		all := make(map[string]outcome, len(ids))
+		for _, id := range ids {
+			all[id] = outcome{failing: true}
+		}
+		r.opts.Metrics.releaseSpecOutcomes(specName, obj, ids, all)
 		return nil, err
 	}
 	err = r.run(ctx, o, start)
@@ -162,9 +169,11 @@ func (r *Reconciler) sweep(ctx context.Context, cfg *config.Config, specName str
 // run decides an observation and applies its plan.
 func (r *Reconciler) run(ctx context.Context, o *observe.Observed, start time.Time) error {
 	p := plan.Decide(o.Observation)
-	errs := append([]error{r.applier.Report(o, p)}, r.applier.Apply(ctx, o, p.Steps)...)
-	err := errors.Join(errs...)
+	reported := r.applier.Report(o, p)
+	stepErrs := r.applier.Apply(ctx, o, p.Steps)
+	err := errors.Join(append([]error{reported}, stepErrs...)...)
 	r.count(o.Spec, err, start)
+	r.opts.Metrics.releaseSpecOutcomes(o.Spec, o.Object, r.releaseSpecIDs(o.Spec), outcomes(o.Observation, p.Failed, p.Steps, stepErrs))
 	ev := r.opts.Log.Debug()
 	if err != nil {
 		ev = r.opts.Log.Error().Err(err)

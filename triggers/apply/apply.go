@@ -37,9 +37,10 @@ type Helm interface {
 // Charts loads a chart for an operation (observe.Observer.LoadChart).
 type Charts func(ctx context.Context, ref config.Chart, configDir string) (*chart.Chart, plan.ChartID, error)
 
-// Operations counts Helm operations by action and outcome; nil counts nothing.
+// Operations counts Helm operations by action and outcome, and how long
+// they took; nil counts nothing.
 type Operations interface {
-	HelmOperation(action plan.Action, err error)
+	HelmOperation(action plan.Action, err error, took time.Duration)
 }
 
 // Options are what an Applier acts with.
@@ -185,7 +186,7 @@ func (a *Applier) step(ctx context.Context, o *observe.Observed, s plan.Step) er
 	}
 	ev.Int("revision", rev).Dur("duration", time.Since(start)).Msg("release " + string(s.Action))
 	if a.opts.Operations != nil {
-		a.opts.Operations.HelmOperation(s.Action, err)
+		a.opts.Operations.HelmOperation(s.Action, err, time.Since(start))
 	}
 	if err != nil {
 		a.event(o.Ref, corev1.EventTypeWarning, "ReleaseFailed", "%s of release %s/%s failed: %v", s.Action, s.Namespace, s.Release, err)
