@@ -17,12 +17,14 @@ type Inventory struct {
 	meta     metadata.Interface
 	driver   string
 	instance string
+	// manager, when set, lends its record index.
+	manager *Manager
 }
 
 // NewInventory returns an Inventory reading records of the Manager's driver
 // and returning the releases of the Manager's instance.
 func (m *Manager) NewInventory() (*Inventory, error) {
-	return &Inventory{meta: m.meta, driver: m.opts.StorageDriver, instance: m.opts.Instance}, nil
+	return &Inventory{meta: m.meta, driver: m.opts.StorageDriver, instance: m.opts.Instance, manager: m}, nil
 }
 
 // Managed returns one format.Record per release of the Inventory's instance in the
@@ -46,25 +48,39 @@ func (inv *Inventory) Managed(ctx context.Context, namespaces []string) ([]forma
 }
 
 // namespace reads the metadata of every Helm record in ns, autox-labelled or
-// not, in one LIST: only then is a release's newest revision known. A
-// selector on autox's labels would find a release whose newest revision
-// someone wrote without them (helm upgrade --labels with the spec label set to null, an
-// old Helm client) by its older revisions, and autox would act on a release
-// it no longer owns.
+// not: from the index when it can vouch for ns, else in one LIST. Only then is
+// a release's newest revision known. A selector on autox's labels would find a
+// release whose newest revision someone wrote without them (helm upgrade
+// --labels with the spec label set to null, an old Helm client) by its older
+// revisions, and autox would act on a release it no longer owns.
 func (inv *Inventory) namespace(ctx context.Context, ns string) ([]format.Record, error) {
+	if inv.manager != nil {
+		if ri := inv.manager.index.Load().usable(ns); ri != nil {
+			return inv.records(ns, ri.all()), nil
+		}
+	}
 	list, err := inv.meta.Resource(recordResource(inv.driver)).Namespace(ns).List(ctx, metav1.ListOptions{
 		LabelSelector: "owner=helm",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot list release records: %w", err)
 	}
+	labels := make([]map[string]string, len(list.Items))
+	for i := range list.Items {
+		labels[i] = list.Items[i].Labels
+	}
+	return inv.records(ns, labels), nil
+}
+
+// records describes the newest revision of each release among the records
+// of ns (their labels), keeping this instance's.
+func (inv *Inventory) records(ns string, records []map[string]string) []format.Record {
 	type revision struct {
 		number int
 		labels map[string]string
 	}
 	newest := map[string]revision{}
-	for _, item := range list.Items {
-		l := item.Labels
+	for _, l := range records {
 		rev, err := strconv.Atoi(l["version"])
 		if err != nil || l["name"] == "" {
 			continue // not a Helm release record after all
@@ -86,5 +102,5 @@ func (inv *Inventory) namespace(ctx context.Context, ns string) ([]format.Record
 			Revision: r.number, Status: l["status"], Digest: l[format.LabelDigest], AutoxRevision: autoxRev,
 		})
 	}
-	return out, nil
+	return out
 }

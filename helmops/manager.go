@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -70,6 +71,9 @@ type Manager struct {
 	clientset kubernetes.Interface
 	meta      metadata.Interface
 	discovery *sharedDiscovery
+	// index, when set (NewRecordIndex), answers which records exist; nil
+	// or a namespace it cannot vouch for means live LISTs.
+	index atomic.Pointer[RecordIndex]
 
 	// background counts the goroutines of untilDone still running,
 	// including those it stopped waiting for.

@@ -30,6 +30,9 @@ func (m *Manager) ObjectReleases(ctx context.Context, namespaces []string, spec 
 
 func (m *Manager) specReleases(ctx context.Context, namespaces []string, match map[string]string) ([]*format.Release, error) {
 	return eachNamespace(ctx, namespaces, func(ns string) ([]*format.Release, error) {
+		if ri := m.index.Load().usable(ns); ri != nil {
+			return m.indexedSpecReleases(ctx, ri, ns, match)
+		}
 		// The drivers' Query matches label equality only; the release-spec
 		// label and the instance are checked on the newest revision.
 		q := make(map[string]string, len(match)+1)
@@ -50,13 +53,25 @@ func (m *Manager) specReleases(ctx context.Context, namespaces []string, match m
 func (m *Manager) owned(r *format.Release) bool { return r.OwnedBy(m.opts.Instance) }
 
 // NamesInUse reports which of names have release records in namespace,
-// whoever made them, from one metadata LIST. A name without any is free as
-// of the read; a release someone makes under it afterwards still fails
-// autox's install, whose first write creates revision 1's record only if
-// none exists.
+// whoever made them: from the index, else from one metadata LIST. A name
+// without any is free as of the read (or as far as the index has seen); a
+// release someone makes under it afterwards, or that the index has not
+// shown yet, still fails autox's install, whose first write creates
+// revision 1's record only if none exists.
 func (m *Manager) NamesInUse(ctx context.Context, namespace string, names []string) (map[string]bool, error) {
 	if len(names) == 0 {
 		return map[string]bool{}, nil
+	}
+	if ri := m.index.Load().usable(namespace); ri != nil {
+		// A name this process has just written counts, seen or not.
+		own, _ := m.index.Load().expect.pending(namespace, nil)
+		out := map[string]bool{}
+		for _, n := range names {
+			if own[n] || len(ri.records(n)) > 0 {
+				out[n] = true
+			}
+		}
+		return out, nil
 	}
 	versions, err := m.recordVersions(ctx, namespace, names)
 	if err != nil {
@@ -75,15 +90,19 @@ func (m *Manager) Lookup(ctx context.Context, namespace, name string) (*format.R
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	groups, err := m.query(namespace, map[string]string{"name": name})
+	var (
+		r   *format.Release
+		err error
+	)
+	if ri := m.index.Load().usable(namespace); ri != nil {
+		r, _, err = m.indexedRelease(ctx, ri, namespace, name, nil)
+	} else {
+		r, _, err = m.liveRelease(ctx, namespace, name)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot look up release %s/%s: %w", namespace, name, err)
 	}
-	rels := m.releases(ctx, namespace, groups, func(*format.Release) bool { return true })
-	if len(rels) == 0 {
-		return nil, nil
-	}
-	return rels[0], nil
+	return r, nil
 }
 
 // ManagedReleases decodes this instance's releases in the given namespaces

@@ -10,13 +10,14 @@ import (
 	"github.com/autox-dev/autox/internal/redact"
 )
 
-// Rollback rolls a release back to revision toRevision. Helm copies that
+// Rollback rolls a release back to revision toRevision from current, the
+// newest revision the decision saw (0 checks nothing; see Uninstall). Helm copies that
 // revision's release labels, so the instance and autox labels it carried
 // stay. hide redacts as for Uninstall; the caller makes it from the values of
 // the current and of the target revision. Like Helm's uninstall, Helm's
 // rollback takes no context and may wait on hooks: Rollback returns when ctx
 // ends and the rollback goes on in the background, as for Uninstall.
-func (m *Manager) Rollback(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor) error {
+func (m *Manager) Rollback(ctx context.Context, namespace, name string, current, toRevision int, hide *redact.Redactor) error {
 	if err := notStarted(ctx, "rollback", namespace, name); err != nil {
 		return err
 	}
@@ -24,6 +25,7 @@ func (m *Manager) Rollback(ctx context.Context, namespace, name string, toRevisi
 	if err != nil {
 		return err
 	}
+	premise(cfg, namespace, name, current)
 	rb := action.NewRollback(cfg)
 	rb.Version = toRevision
 	rb.MaxHistory = m.opts.MaxHistory

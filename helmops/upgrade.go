@@ -20,6 +20,7 @@ func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	premise(cfg, d.Namespace, d.Name, d.Current)
 	up := action.NewUpgrade(cfg)
 	up.Namespace = d.Namespace
 	up.Labels = m.releaseLabels(d, d.Revision)

@@ -30,8 +30,8 @@ type Helm interface {
 	Install(ctx context.Context, d helmops.Desired) (int, error)
 	Upgrade(ctx context.Context, d helmops.Desired) (int, error)
 	Reinstall(ctx context.Context, d helmops.Desired) (int, error)
-	Uninstall(ctx context.Context, namespace, name string, hide *redact.Redactor) error
-	Rollback(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor) error
+	Uninstall(ctx context.Context, namespace, name string, current int, hide *redact.Redactor) error
+	Rollback(ctx context.Context, namespace, name string, current, toRevision int, hide *redact.Redactor) error
 }
 
 // Charts loads a chart for an operation (observe.Observer.LoadChart).
@@ -169,10 +169,10 @@ func (a *Applier) step(ctx context.Context, o *observe.Observed, s plan.Step) er
 	case plan.ActionInstall, plan.ActionUpgrade, plan.ActionReinstall:
 		rev, err = a.install(ctx, o, s)
 	case plan.ActionUninstall:
-		err = a.opts.Helm.Uninstall(ctx, s.Namespace, s.Release, s.Hide)
+		err = a.opts.Helm.Uninstall(ctx, s.Namespace, s.Release, s.Revision, s.Hide)
 		rev = s.Revision
 	case plan.ActionRollback:
-		err = a.opts.Helm.Rollback(ctx, s.Namespace, s.Release, s.RollbackTo, s.Hide)
+		err = a.opts.Helm.Rollback(ctx, s.Namespace, s.Release, s.Revision, s.RollbackTo, s.Hide)
 		rev = s.Revision + 1
 	default:
 		return fmt.Errorf("unknown action %q", s.Action)
@@ -217,7 +217,7 @@ func (a *Applier) install(ctx context.Context, o *observe.Observed, s plan.Step)
 		}
 	}
 	d := helmops.Desired{Spec: s.Spec, ReleaseSpec: s.ReleaseSpec, Object: o.Object, Name: s.Release, Namespace: s.Namespace, Chart: ch,
-		Values: s.Desired.Values, Digest: s.Desired.Digest, Revision: s.Desired.Revision, Redact: s.Hide}
+		Values: s.Desired.Values, Digest: s.Desired.Digest, Revision: s.Desired.Revision, Current: s.Revision, Redact: s.Hide}
 	switch s.Action {
 	case plan.ActionInstall:
 		return a.opts.Helm.Install(ctx, d)
