@@ -12,7 +12,7 @@ import (
 // found another newest revision. Nothing was written; the next reconcile
 // decides again from a new read.
 type ChangedError struct {
-	Namespace, Name   string
+	Namespace, Name string
 	Decided, Newest int
 }
 
