@@ -2,53 +2,39 @@ package helmops
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/autox-dev/autox/internal/testenv"
 )
 
-// indexOpts shape the index of an indexedManager.
+// indexOpts shape the index of an indexedManager: the faults its watch and
+// LISTs see (testenv.MetadataFaults), and noWait to return without waiting
+// for it to sync.
 type indexOpts struct {
-	// frozen, when set, gives the index watches that never deliver an
-	// event while it is true: an index that looks healthy and falls
-	// behind, the worst case of a lagging watch.
-	frozen *atomic.Bool
-	// listFails, when set, fails the index's LISTs while it is true: an
-	// index that cannot sync (the Manager's live LISTs still work).
-	listFails *atomic.Bool
-	// watchFails, when set, refuses the index's watches while it is true;
-	// watches, when set, holds every watch handed out, so that a test can
-	// end them.
-	watchFails *atomic.Bool
-	watches    *watchSet
-	// noWait returns without waiting for the index to sync.
+	faults testenv.MetadataFaults
 	noWait bool
 }
 
 // indexedManager returns a Manager reading through a record index of
 // namespaces, synced (unless o.noWait), and the counter of every request it
 // sends by verb (list, get, ...). The index stops with the test.
-func indexedManager(t *testing.T, driver string, o indexOpts, namespaces ...string) (*Manager, *RecordIndex, *verbCounter) {
+func indexedManager(t *testing.T, driver string, o *indexOpts, namespaces ...string) (*Manager, *RecordIndex, *verbCounter) {
 	t.Helper()
 	counter := &verbCounter{n: map[string]int{}}
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.WrapTransport = func(next http.RoundTripper) http.RoundTripper { counter.next = next; return counter }
 	opts := withClients(t, Options{RESTConfig: cfg, StorageDriver: driver, Timeout: time.Minute, MaxHistory: 3, Log: zerolog.Nop()})
-	opts.Metadata = &testMeta{Interface: opts.Metadata, o: o}
+	opts.Metadata = o.faults.Wrap(opts.Metadata)
 	m, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -150,116 +136,3 @@ func (c *verbCounter) snapshot() map[string]int {
 func (c *verbCounter) since(before map[string]int, verb string) int {
 	return c.snapshot()[verb] - before[verb]
 }
-
-// testMeta is a metadata client whose watches and LISTs indexOpts can
-// freeze or fail; everything else goes to the API server.
-type testMeta struct {
-	metadata.Interface
-	o indexOpts
-}
-
-func (m *testMeta) Resource(gvr schema.GroupVersionResource) metadata.Getter {
-	return &testGetter{Getter: m.Interface.Resource(gvr), o: m.o}
-}
-
-type testGetter struct {
-	metadata.Getter
-	o indexOpts
-}
-
-func (g *testGetter) Namespace(ns string) metadata.ResourceInterface {
-	return &testResource{ResourceInterface: g.Getter.Namespace(ns), o: g.o}
-}
-
-type testResource struct {
-	metadata.ResourceInterface
-	o indexOpts
-}
-
-func (r *testResource) List(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
-	// Only the informer's LISTs, which ask for a resourceVersion: the
-	// Manager's own live LISTs go through.
-	if r.o.listFails != nil && r.o.listFails.Load() && opts.ResourceVersion != "" {
-		return nil, fmt.Errorf("listing refused by the test")
-	}
-	return r.ResourceInterface.List(ctx, opts)
-}
-
-func (r *testResource) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	if r.o.watchFails != nil && r.o.watchFails.Load() {
-		return nil, fmt.Errorf("watch refused by the test")
-	}
-	w, err := r.ResourceInterface.Watch(ctx, opts)
-	if err != nil {
-		return w, err
-	}
-	frozen := r.o.frozen
-	if frozen == nil {
-		frozen = &atomic.Bool{}
-	}
-	held := frozenWatch(w, frozen)
-	if r.o.watches != nil {
-		r.o.watches.add(held)
-	}
-	return held, nil
-}
-
-// watchSet holds watches a test can end, as an API server closing them.
-type watchSet struct {
-	mu sync.Mutex
-	ws []watch.Interface
-}
-
-func (s *watchSet) add(w watch.Interface) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.ws = append(s.ws, w)
-}
-
-func (s *watchSet) endAll() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, w := range s.ws {
-		w.Stop()
-	}
-	s.ws = nil
-}
-
-// frozenWatch passes the events of w on only while frozen is false; the
-// others are dropped, as a watch that has fallen behind never delivers them
-// in time.
-func frozenWatch(w watch.Interface, frozen *atomic.Bool) *heldWatch {
-	out := make(chan watch.Event)
-	stop := make(chan struct{})
-	var once sync.Once
-	go func() {
-		defer close(out)
-		for {
-			select {
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return
-				}
-				if frozen.Load() {
-					continue
-				}
-				select {
-				case out <- ev:
-				case <-stop:
-					return
-				}
-			case <-stop:
-				return
-			}
-		}
-	}()
-	return &heldWatch{ch: out, stop: func() { once.Do(func() { close(stop); w.Stop() }) }}
-}
-
-type heldWatch struct {
-	ch   chan watch.Event
-	stop func()
-}
-
-func (w *heldWatch) ResultChan() <-chan watch.Event { return w.ch }
-func (w *heldWatch) Stop()                          { w.stop() }

@@ -156,7 +156,7 @@ func TestNewestRevisionDecidesOwnership(t *testing.T) {
 				}
 			}
 			// A Manager reading through a record index reads the same.
-			indexed, ix, counter := indexedManager(t, DriverSecret, indexOpts{}, ns)
+			indexed, ix, counter := indexedManager(t, DriverSecret, &indexOpts{}, ns)
 			sameReads(t, m, indexed, ix, counter, ns, []string{"spec", "other"}, nil, []string{"r"})
 			if len(recs) != 0 != tc.managed {
 				t.Errorf("Inventory.Managed = %+v; want the release: %v", recs, tc.managed)
@@ -269,7 +269,7 @@ func TestDeployedValues(t *testing.T) {
 		},
 	}
 	// The same through a record index, caught up with each step.
-	indexed, ix, _ := indexedManager(t, DriverSecret, indexOpts{}, ns)
+	indexed, ix, _ := indexedManager(t, DriverSecret, &indexOpts{}, ns)
 	readers["SpecReleases through the index"] = func() *format.Release {
 		caughtUp(t, ix, ns)
 		rels, err := indexed.SpecReleases(ctx, []string{ns}, "spec")

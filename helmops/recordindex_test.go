@@ -129,7 +129,7 @@ func TestIndexedReadsAreLiveReads(t *testing.T) {
 				setStatus(t, ns, "leaving", 1, "uninstalling")
 			}
 
-			indexed, ix, counter := indexedManager(t, driver, indexOpts{}, ns)
+			indexed, ix, counter := indexedManager(t, driver, &indexOpts{}, ns)
 			lookups := []string{"plain", "up", "failing", "other", "web-job", "blue", "foreign", "pending", "leaving", "free"}
 			sameReads(t, m, indexed, ix, counter, ns, []string{"spec", "second", "none"}, []format.Object{obj, {Namespace: ns, Name: "other"}}, lookups)
 
@@ -209,9 +209,9 @@ func TestStaleIndexNeverHidesAChange(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	frozen := &atomic.Bool{}
-	frozen.Store(true)
-	indexed, _, _ := indexedManager(t, DriverSecret, indexOpts{frozen: frozen}, ns)
+	frozen := &indexOpts{faults: testenv.MetadataFaults{Frozen: &atomic.Bool{}}}
+	frozen.faults.Frozen.Store(true)
+	indexed, _, _ := indexedManager(t, DriverSecret, frozen, ns)
 
 	if err := m.Uninstall(ctx, ns, "gone", 0, nil); err != nil {
 		t.Fatal(err)
@@ -326,9 +326,9 @@ func TestUnusableIndexReadsLive(t *testing.T) {
 	}
 
 	t.Run("never synced", func(t *testing.T) {
-		fails := &atomic.Bool{}
-		fails.Store(true)
-		indexed, _, counter := indexedManager(t, DriverSecret, indexOpts{listFails: fails, noWait: true}, ns)
+		o := &indexOpts{faults: testenv.MetadataFaults{ListFails: &atomic.Bool{}}, noWait: true}
+		o.faults.ListFails.Store(true)
+		indexed, _, counter := indexedManager(t, DriverSecret, o, ns)
 		before := counter.snapshot()
 		rels, err := indexed.SpecReleases(ctx, []string{ns}, "spec")
 		if err != nil || len(rels) != 1 {
@@ -343,12 +343,12 @@ func TestUnusableIndexReadsLive(t *testing.T) {
 	})
 
 	t.Run("watch lost", func(t *testing.T) {
-		refuse, watches := &atomic.Bool{}, &watchSet{}
-		indexed, ix, _ := indexedManager(t, DriverSecret, indexOpts{watchFails: refuse, watches: watches}, ns)
+		o := &indexOpts{faults: testenv.MetadataFaults{WatchFails: &atomic.Bool{}}}
+		indexed, ix, _ := indexedManager(t, DriverSecret, o, ns)
 		// The API server ends the watch and refuses new ones (as when it
 		// is unreachable): no watch is open.
-		refuse.Store(true)
-		watches.endAll()
+		o.faults.WatchFails.Store(true)
+		o.faults.EndWatches()
 		ix.mu.Lock()
 		ri := ix.spaces[ns]
 		ix.mu.Unlock()
@@ -366,9 +366,9 @@ func TestUnusableIndexReadsLive(t *testing.T) {
 func TestOwnWritesAreRead(t *testing.T) {
 	ctx := context.Background()
 	ns := cluster.Namespace(t)
-	frozen := &atomic.Bool{}
-	frozen.Store(true)
-	indexed, _, _ := indexedManager(t, DriverSecret, indexOpts{frozen: frozen}, ns)
+	frozen := &indexOpts{faults: testenv.MetadataFaults{Frozen: &atomic.Bool{}}}
+	frozen.faults.Frozen.Store(true)
+	indexed, _, _ := indexedManager(t, DriverSecret, frozen, ns)
 	if _, err := indexed.Install(ctx, desired(t, ns, "mine", "charts/hello", nil)); err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +397,7 @@ func TestUndecodableNewestRecordIsAnError(t *testing.T) {
 	if _, err := m.Install(ctx, desired(t, ns, "r", "charts/hello", nil)); err != nil {
 		t.Fatal(err)
 	}
-	indexed, ix, _ := indexedManager(t, DriverSecret, indexOpts{}, ns)
+	indexed, ix, _ := indexedManager(t, DriverSecret, &indexOpts{}, ns)
 	broken := copyRecord(t, ns, "r", 1, 2, nil)
 	s, err := cluster.Client.CoreV1().Secrets(ns).Get(ctx, broken.Name, metav1.GetOptions{})
 	if err != nil {

@@ -59,6 +59,8 @@ type harness struct {
 	// liveReads runs the controller without a record index: every read of
 	// release records is a live LIST, as `autox plan` reads.
 	liveReads bool
+	// faults, if set, are what the record index's watch and LISTs see.
+	faults *testenv.MetadataFaults
 }
 
 func newHarness(t *testing.T) *harness {
@@ -84,7 +86,15 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	}
 	// The controller's own Manager, reading through a record index as
 	// autox run's does; the scene's (h.Helm) reads live for the assertions.
-	helm, err := helmops.New(helmops.Options{RESTConfig: rc, Timeout: time.Minute, MaxHistory: 10, Log: zerolog.Nop()})
+	hopts := helmops.Options{RESTConfig: rc, Timeout: time.Minute, MaxHistory: 10, Log: zerolog.Nop()}
+	if h.faults != nil {
+		mc, err := metadata.NewForConfig(rc)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		hopts.Metadata = h.faults.Wrap(mc)
+	}
+	helm, err := helmops.New(hopts)
 	if err != nil {
 		h.t.Fatal(err)
 	}
