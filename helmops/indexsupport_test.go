@@ -98,6 +98,8 @@ type verbCounter struct {
 	next http.RoundTripper
 	mu   sync.Mutex
 	n    map[string]int
+	// lists are the LISTs sent: path?labelSelector.
+	lists []string
 }
 
 func (c *verbCounter) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -111,6 +113,9 @@ func (c *verbCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	c.mu.Lock()
 	c.n[verb]++
+	if verb == "list" {
+		c.lists = append(c.lists, req.URL.Path+"?"+q.Get("labelSelector"))
+	}
 	c.mu.Unlock()
 	return c.next.RoundTrip(req)
 }
@@ -135,4 +140,22 @@ func (c *verbCounter) snapshot() map[string]int {
 // since returns the requests of verb sent after before was taken.
 func (c *verbCounter) since(before map[string]int, verb string) int {
 	return c.snapshot()[verb] - before[verb]
+}
+
+// listsMatching counts the LISTs sent so far whose path?labelSelector
+// contains every one of parts.
+func (c *verbCounter) listsMatching(parts ...string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, l := range c.lists {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(l, p)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/internal/pages"
 )
 
 // Inventory lists release records by their labels.
@@ -19,12 +20,14 @@ type Inventory struct {
 	instance string
 	// manager, when set, lends its record index.
 	manager *Manager
+	// pageSize is the page size of its LISTs (Options.ListPageSize).
+	pageSize int64
 }
 
 // NewInventory returns an Inventory reading records of the Manager's driver
 // and returning the releases of the Manager's instance.
 func (m *Manager) NewInventory() (*Inventory, error) {
-	return &Inventory{meta: m.meta, driver: m.opts.StorageDriver, instance: m.opts.Instance, manager: m}, nil
+	return &Inventory{meta: m.meta, driver: m.opts.StorageDriver, instance: m.opts.Instance, manager: m, pageSize: m.opts.ListPageSize}, nil
 }
 
 // Managed returns one format.Record per release of the Inventory's instance in the
@@ -53,21 +56,29 @@ func (inv *Inventory) Managed(ctx context.Context, namespaces []string) ([]forma
 // release whose newest revision someone wrote without them (helm upgrade
 // --labels with the spec label set to null, an old Helm client) by its older
 // revisions, and autox would act on a release it no longer owns.
+//
+// While this process has written records of ns that the index does not show
+// yet, ns is listed live: what the Inventory answers is read-your-writes, as
+// a LIST is (a pass must not find a namespace empty of the release a
+// reconcile that just ended wrote there, and forget the namespace).
 func (inv *Inventory) namespace(ctx context.Context, ns string) ([]format.Record, error) {
 	if inv.manager != nil {
-		if ri := inv.manager.index.Load().usable(ns); ri != nil {
-			return inv.records(ns, ri.all()), nil
+		ix := inv.manager.index.Load()
+		if ri := ix.usable(ns); ri != nil {
+			if own, _ := ix.expect.pending(ns, nil); len(own) == 0 {
+				return inv.records(ns, ri.all()), nil
+			}
 		}
 	}
-	list, err := inv.meta.Resource(recordResource(inv.driver)).Namespace(ns).List(ctx, metav1.ListOptions{
+	items, err := pages.Metadata(ctx, inv.meta.Resource(recordResource(inv.driver)).Namespace(ns), metav1.ListOptions{
 		LabelSelector: "owner=helm",
-	})
+	}, inv.pageSize)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list release records: %w", err)
 	}
-	labels := make([]map[string]string, len(list.Items))
-	for i := range list.Items {
-		labels[i] = list.Items[i].Labels
+	labels := make([]map[string]string, len(items))
+	for i := range items {
+		labels[i] = items[i].Labels
 	}
 	return inv.records(ns, labels), nil
 }

@@ -62,7 +62,11 @@ type Options struct {
 	Timeout time.Duration
 	// MaxHistory bounds the revisions kept per release (--max-history).
 	MaxHistory int
-	Log        zerolog.Logger
+	// ListPageSize is the page size of the LISTs of every record of a
+	// namespace (the Inventory's, the record index's); 0: one response
+	// (--list-page-size).
+	ListPageSize int64
+	Log          zerolog.Logger
 }
 
 // Manager runs Helm operations and reads release records.

@@ -46,6 +46,8 @@ type RecordIndex struct {
 	gvr    schema.GroupVersionResource
 	log    zerolog.Logger
 	expect *expectations
+	// pageSize is the page size of the informers' LISTs (0: one response).
+	pageSize int64
 
 	mu     sync.Mutex
 	spaces map[string]*recordInformer
@@ -73,7 +75,7 @@ const (
 // and makes the Manager read through it. It watches nothing until Watch.
 func (m *Manager) NewRecordIndex() *RecordIndex {
 	ix := &RecordIndex{meta: m.meta, gvr: recordResource(m.opts.StorageDriver), log: m.opts.Log,
-		expect: newExpectations(), spaces: map[string]*recordInformer{}}
+		expect: newExpectations(), spaces: map[string]*recordInformer{}, pageSize: m.opts.ListPageSize}
 	m.index.Store(ix)
 	return ix
 }
@@ -156,6 +158,9 @@ func (ix *RecordIndex) start(ctx context.Context, namespace string) *recordInfor
 	lw := &countedListWatch{ListWatch: &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = "owner=helm"
+			// The reflector pages with its own size; ours, kept on every
+			// page of one listing, keeps its continuations valid.
+			o.Limit = ix.pageSize
 			return client.List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -362,7 +363,8 @@ func TestUnusableIndexReadsLive(t *testing.T) {
 
 // TestOwnWritesAreRead: what this process has just written is read back
 // even by an index that never shows it (its watch delivers nothing): the
-// name is in use at once, and the release is read live after a short wait.
+// name is in use at once, the inventory lists it, and the release is read
+// live after a short wait.
 func TestOwnWritesAreRead(t *testing.T) {
 	ctx := context.Background()
 	ns := cluster.Namespace(t)
@@ -378,6 +380,14 @@ func TestOwnWritesAreRead(t *testing.T) {
 	rels, err := indexed.SpecReleases(ctx, []string{ns}, "spec")
 	if err != nil || len(rels) != 1 || rels[0].Revision != 1 {
 		t.Fatalf("SpecReleases after its own install = %v, %v", names(rels), err)
+	}
+	// The pass's inventory too: a namespace must not look empty of it.
+	inv, err := indexed.NewInventory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := inv.Managed(ctx, []string{ns}); err != nil || len(recs) != 1 || recs[0].Name != "mine" {
+		t.Errorf("Managed after its own install = %+v, %v; want release mine", recs, err)
 	}
 	if _, err := indexed.Upgrade(ctx, desired(t, ns, "mine", "charts/hello", map[string]interface{}{"greeting": "x"})); err != nil {
 		t.Fatal(err)
@@ -414,5 +424,42 @@ func TestUndecodableNewestRecordIsAnError(t *testing.T) {
 	}
 	if r, err := indexed.Lookup(ctx, ns, "r"); err == nil {
 		t.Errorf("Lookup = %+v; want an error", r)
+	}
+}
+
+// TestUpgradeReadsItsHistoryOnce: an upgrade decided on a revision reads
+// the release's history live once (the check of its premise); Helm's
+// second read of it before the first write (pruning to --max-history, the
+// deployed revision among them) is answered from that read, and pruning
+// still keeps --max-history revisions with the newest deployed.
+func TestUpgradeReadsItsHistoryOnce(t *testing.T) {
+	ctx := context.Background()
+	ns := cluster.Namespace(t)
+	m, _, counter := indexedManager(t, DriverSecret, &indexOpts{}, ns)
+	if _, err := m.Install(ctx, desired(t, ns, "h", "charts/hello", nil)); err != nil {
+		t.Fatal(err)
+	}
+	byName := []string{"/namespaces/" + ns + "/secrets?", "name=h"}
+	for rev := 1; rev <= 4; rev++ { // MaxHistory 3: the last two prune
+		d := desired(t, ns, "h", "charts/hello", map[string]interface{}{"greeting": fmt.Sprint(rev)})
+		d.Current, d.Revision = rev, rev+1
+		before := counter.listsMatching(byName...)
+		if got, err := m.Upgrade(ctx, d); err != nil || got != rev+1 {
+			t.Fatalf("upgrade from revision %d = %d, %v", rev, got, err)
+		}
+		if n := counter.listsMatching(byName...) - before; n != 1 {
+			t.Errorf("upgrade from revision %d listed the release's records %d times; want 1 (the premise's read)", rev, n)
+		}
+	}
+	list, err := cluster.Client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]string{}
+	for _, s := range list.Items {
+		status[s.Labels["version"]] = s.Labels["status"]
+	}
+	if want := map[string]string{"3": "superseded", "4": "superseded", "5": "deployed"}; !reflect.DeepEqual(status, want) {
+		t.Errorf("records after pruning = %v; want %v", status, want)
 	}
 }

@@ -33,6 +33,7 @@ type clusterFlags struct {
 	maxHistory                int
 	kubeAPIQPS                float32
 	kubeAPIBurst              int
+	listPageSize              int64
 }
 
 func (c *clusterFlags) register(fs *pflag.FlagSet) {
@@ -43,6 +44,7 @@ func (c *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&c.maxHistory, "max-history", 10, "revisions kept per release")
 	fs.Float32Var(&c.kubeAPIQPS, "kube-api-qps", -1, "client-side limit of the requests per second autox sends to the API server, Helm's included; -1: no client-side limit (the API server's priority and fairness protects it, and --workers bounds the requests in flight)")
 	fs.IntVar(&c.kubeAPIBurst, "kube-api-burst", 300, "requests autox may send at once above --kube-api-qps, when that is positive")
+	fs.Int64Var(&c.listPageSize, "list-page-size", 0, "objects per page of the LISTs of every trigger of a resource and namespace and of every release record of a namespace (client-go's pager); 0: one response (see BENCHMARKS.md)")
 }
 
 // clusterDeps are the clients built from clusterFlags.
@@ -55,6 +57,8 @@ type clusterDeps struct {
 	client kubernetes.Interface
 	// storageDriver is where Helm keeps release records.
 	storageDriver string
+	// pageSize is --list-page-size.
+	pageSize int64
 }
 
 // connect builds the clients of a command that talks to the cluster.
@@ -77,6 +81,9 @@ func (c *clusterFlags) check() error {
 	if c.kubeAPIQPS > 0 && c.kubeAPIBurst < 1 {
 		return fmt.Errorf("invalid --kube-api-burst %d: must be at least 1 when --kube-api-qps is positive", c.kubeAPIBurst)
 	}
+	if c.listPageSize < 0 {
+		return fmt.Errorf("invalid --list-page-size %d: must be 0 (one response) or a page size", c.listPageSize)
+	}
 	return nil
 }
 
@@ -94,7 +101,7 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 	}
 	helm, err := helmops.New(helmops.Options{
 		RESTConfig: rc, Clientset: cs, Metadata: mc,
-		StorageDriver: c.storageDriver, Instance: c.instance, Timeout: c.helmTimeout, MaxHistory: c.maxHistory, Log: log,
+		StorageDriver: c.storageDriver, Instance: c.instance, Timeout: c.helmTimeout, MaxHistory: c.maxHistory, ListPageSize: c.listPageSize, Log: log,
 	})
 	if err != nil {
 		return nil, err
@@ -108,7 +115,7 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 		return nil, fmt.Errorf("cannot create discovery client: %w", err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	return &clusterDeps{rest: rc, helm: helm, inv: inv, meta: mc, mapper: mapper, client: cs, storageDriver: c.storageDriver}, nil
+	return &clusterDeps{rest: rc, helm: helm, inv: inv, meta: mc, mapper: mapper, client: cs, storageDriver: c.storageDriver, pageSize: c.listPageSize}, nil
 }
 
 // reconciler builds the one kind of Reconciler that run and plan share, so
@@ -116,7 +123,7 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts helmops.ChartSource, helmTimeout time.Duration,
 	m *triggers.Metrics, events record.EventRecorder, log zerolog.Logger) *triggers.Reconciler {
 	return triggers.NewReconciler(triggers.ReconcilerOptions{
-		Helm: d.helm, Charts: charts, Triggers: observe.TriggerReader{Client: d.meta, Mapper: d.mapper}, Inventory: d.inv,
+		Helm: d.helm, Charts: charts, Triggers: observe.TriggerReader{Client: d.meta, Mapper: d.mapper, PageSize: d.pageSize}, Inventory: d.inv,
 		Sources: d.sources(),
 		State:   state, StaleAfter: helmTimeout + 30*time.Second, Log: log, Metrics: m, Events: events,
 	})
