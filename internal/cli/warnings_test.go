@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/autox-dev/autox/internal/leader"
 )
 
 // TestWarningsLoseTheirText: a warning that quotes a value, received by a
@@ -32,8 +34,8 @@ func TestWarningsLoseTheirText(t *testing.T) {
 	var logged bytes.Buffer
 	cfg := &rest.Config{Host: srv.URL}
 	handleWarnings(cfg, zerolog.New(&logged))
-	if rest.CopyConfig(cfg).WarningHandlerWithContext == nil {
-		t.Error("copies of the config (a term's, Helm's) fall back to the process default")
+	if rest.CopyConfig(cfg).WarningHandlerWithContext == nil || leader.NewTerm(nil).RESTConfig(cfg).WarningHandlerWithContext == nil {
+		t.Error("a leadership term's config, or a copy of it (Helm's), falls back to the process default")
 	}
 	before := testutil.ToFloat64(apiWarnings)
 	for name, c := range map[string]*rest.Config{"the config": cfg, "a copy": rest.CopyConfig(cfg), "another config": {Host: srv.URL}} {
