@@ -62,7 +62,7 @@ func (c *clusterFlags) connect(version string, log zerolog.Logger) (*clusterDeps
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	rc, err := c.restConfig(version)
+	rc, err := c.restConfig(version, log)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +133,8 @@ func (d *clusterDeps) sources() observe.ValuesSources {
 }
 
 // restConfig follows DESIGN §6: --kubeconfig, else in-cluster, else
-// $KUBECONFIG, else ~/.kube/config. version goes into the User-Agent.
+// $KUBECONFIG, else ~/.kube/config. version goes into the User-Agent. The
+// API server's warnings are counted and logged without their text.
 //
 // A positive --kube-api-qps is one token bucket that every client built
 // from the config shares (rest.CopyConfig keeps it): it bounds what the
@@ -143,7 +144,7 @@ func (d *clusterDeps) sources() observe.ValuesSources {
 // priority and fairness, GA since Kubernetes 1.29) do: the server queues and
 // sheds load per flow itself, and autox's requests in flight are bounded by
 // its workers (each makes its requests one after another).
-func (c *clusterFlags) restConfig(version string) (*rest.Config, error) {
+func (c *clusterFlags) restConfig(version string, log zerolog.Logger) (*rest.Config, error) {
 	var (
 		cfg *rest.Config
 		err error
@@ -164,6 +165,7 @@ func (c *clusterFlags) restConfig(version string) (*rest.Config, error) {
 		cfg.QPS = -1 // 0 would be client-go's default of 5 per second
 	}
 	cfg.Wrap(countRequests)
+	handleWarnings(cfg, log)
 	cfg.UserAgent = "autox/" + version
 	return cfg, nil
 }

@@ -143,7 +143,7 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 		log.Warn().Str("config", f.config).Msg("the config file is a mount point of its own, as with a subPath volume mount: " +
 			"the kubelet never updates those, so config changes will not reach autox; mount the whole ConfigMap as a directory")
 	}
-	base, err := f.clusterFlags.restConfig(version)
+	base, err := f.clusterFlags.restConfig(version, log)
 	if err != nil {
 		return &exitError{1, err}
 	}

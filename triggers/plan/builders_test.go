@@ -200,3 +200,19 @@ func namedRelease(t *testing.T, cfg *config.Config, trig TriggerRead) *format.Re
 		Revision: 1, Status: release.StatusDeployed, ChartName: "hello", ChartVersion: "1.0.0",
 		Values: DesiredValues(rs, spec.Trigger, trig.Labels), Modified: planNow, LastDeployedRevision: 1}
 }
+
+// at is source s placed whole at targetPath path.
+func at(s SourceValue, path string) SourceValue { s.Ref.TargetPath = path; return s }
+
+// fromSources is the plan observation with release spec a's values taken
+// from sources (and its inline token), and a's release current when
+// installed is set, with values that differ.
+func fromSources(installed bool, sources ...SourceValue) Observation {
+	return observation(func(o *Observation) {
+		o.Config.ReleaseSpecs["a"].ValuesFrom = refsOf(sources)
+		o.ReleaseSpecs["a"] = ReleaseSpecObservation{Chart: ChartID{"hello", "1.0.0"}, Sources: sources}
+		if installed {
+			o.Current = []*format.Release{with(deployed("a"), func(r *format.Release) { r.Values = map[string]interface{}{"old": "old-value"} })}
+		}
+	})
+}

@@ -167,7 +167,7 @@ func Decide(o Observation) Plan {
 			reason = stateReason
 		}
 		res.Steps = append(res.Steps, Step{Action: action, Spec: o.Spec, ReleaseSpec: rel.ReleaseSpec, Release: rel.Name,
-			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, Object: releaseObject(rel), Hide: redactorOf(nil, rel, nil)})
+			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, Object: releaseObject(rel), Hide: redactorOf(nil, rel, nil, nil)})
 	}
 	if o.Unattributed {
 		for i := range res.Steps {
@@ -192,7 +192,7 @@ func Decide(o Observation) Plan {
 			continue
 		}
 		if ro.Err != nil {
-			fail(redactorOf(rs, ro.Other, ro.Sources), ro.Err)
+			fail(redactorOf(rs, ro.Other, ro.Sources, nil), ro.Err)
 			continue
 		}
 		step, err := stepFor(o, id, rs, ro, state, triggerReason)
@@ -212,15 +212,19 @@ func stepFor(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObs
 			rel = c
 		}
 	}
-	step := Step{Spec: o.Spec, ReleaseSpec: id, Release: rs.ReleaseName, Namespace: rs.Namespace, Object: o.Object.String(), Hide: redactorOf(rs, rel, ro.Sources)}
+	step := Step{Spec: o.Spec, ReleaseSpec: id, Release: rs.ReleaseName, Namespace: rs.Namespace, Object: o.Object.String()}
 	if rel != nil {
 		step.Revision = rel.Revision
 		step.RollbackTo = rel.LastDeployedRevision
 	}
 
 	var want *Want
-	if state.Wanted() {
+	if !state.Wanted() {
+		step.Hide = redactorOf(rs, rel, ro.Sources, nil)
+	} else {
 		merged, err := MergeValues(rs, ro.Sources, o.Config.Trigger, o.Trigger.Labels)
+		// What the release gets is what its operation may quote.
+		step.Hide = redactorOf(rs, rel, ro.Sources, merged.Values)
 		if err != nil {
 			return step, err
 		}
@@ -347,18 +351,24 @@ func OrphanSpecs(cfg *config.Config, recs []format.Record) []string {
 }
 
 // redactorOf hides the values of a release spec (nil: none), of what its
-// values sources hold, and of a release (nil: none), its latest and its
-// last deployed revision: an operation on it may quote any of them.
-func redactorOf(rs *config.ReleaseSpec, rel *format.Release, sources []SourceValue) *redact.Redactor {
+// values sources hold (a Secret's whatever their type), of the merged values
+// it wants (nil: not merged), and of a release (nil: none), its latest and
+// its last deployed revision: an operation on it may quote any of them. The
+// `autox` key is left out: it names the trigger, which messages must show.
+func redactorOf(rs *config.ReleaseSpec, rel *format.Release, sources []SourceValue, desired map[string]interface{}) *redact.Redactor {
 	var values []map[string]interface{}
 	if rs != nil {
 		values = append(values, rs.Values)
 	}
-	values = append(values, sourceSecrets(sources)...)
+	fromSources, fromSecrets := sourceSecrets(sources)
+	values = append(values, fromSources...)
+	if desired != nil {
+		values = append(values, format.UserValues(desired))
+	}
 	if rel != nil {
 		values = append(values, format.UserValues(rel.Values), format.UserValues(rel.DeployedValues))
 	}
-	return redact.New(values...)
+	return redact.Build(values, fromSecrets)
 }
 
 // unreadError joins the causes of unreadable namespaces, in a stable order.
