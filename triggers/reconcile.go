@@ -45,6 +45,9 @@ type ReconcilerOptions struct {
 	// Metrics and Events are optional.
 	Metrics *Metrics
 	Events  record.EventRecorder
+	// Managed, if set, records the namespaces this instance manages in the
+	// cluster (DESIGN §4); installs wait until their namespace is recorded.
+	Managed *ManagedSet
 }
 
 // Reconciler runs one queue key through observe → plan → apply: the
@@ -75,6 +78,9 @@ func NewReconciler(opts ReconcilerOptions) *Reconciler {
 		ConfigDir: func() string { return opts.State.Config().Dir }, Events: opts.Events, Operations: ops, Log: opts.Log})
 	return r
 }
+
+// Managed is the record of managed namespaces the Reconciler keeps, or nil.
+func (r *Reconciler) Managed() *ManagedSet { return r.opts.Managed }
 
 // State is the config state the Reconciler decides with.
 func (r *Reconciler) State() *ConfigState { return r.opts.State }
@@ -162,7 +168,8 @@ func (r *Reconciler) sweep(ctx context.Context, cfg *config.Config, specName str
 // run decides an observation and applies its plan.
 func (r *Reconciler) run(ctx context.Context, o *observe.Observed, start time.Time) error {
 	p := plan.Decide(o.Observation)
-	errs := append([]error{r.applier.Report(o, p)}, r.applier.Apply(ctx, o, p.Steps)...)
+	steps, held := r.opts.Managed.Admit(ctx, p.Steps)
+	errs := append([]error{r.applier.Report(o, p), held}, r.applier.Apply(ctx, o, steps)...)
 	err := errors.Join(errs...)
 	r.count(o.Spec, err, start)
 	ev := r.opts.Log.Debug()
