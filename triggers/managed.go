@@ -83,7 +83,7 @@ func managedConfigMap(base *corev1.ConfigMap, namespace, instance string, set []
 // set with a nil object, any other failure an error.
 func getManaged(ctx context.Context, client typedcorev1.ConfigMapsGetter, namespace, instance string) (*corev1.ConfigMap, []string, error) {
 	cm, err := client.ConfigMaps(namespace).Get(ctx, ManagedSetName(instance), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) && notFoundNamesIt(err, ManagedSetName(instance)) {
+	if notFoundNamesIt(err, ManagedSetName(instance)) {
 		return nil, nil, nil
 	}
 	if err != nil {
@@ -94,15 +94,25 @@ func getManaged(ctx context.Context, client typedcorev1.ConfigMapsGetter, namesp
 	return cm, set, err
 }
 
-// notFoundNamesIt reports whether a NotFound is the API server's own answer
-// about name: a Status naming it, not a proxy's bare 404.
+// notFoundNamesIt reports whether err is the API server's own word that
+// name does not exist: a NotFound Status naming it. client-go makes one of
+// those from any bare 404 too (a proxy's, a gateway's), marked as an
+// unexpected server response; that says nothing about the record.
 func notFoundNamesIt(err error, name string) bool {
 	var status apierrors.APIStatus
-	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+	if !errors.As(err, &status) {
 		return false
 	}
-	d := status.Status().Details
-	return d != nil && d.Name == name
+	s := status.Status()
+	if s.Reason != metav1.StatusReasonNotFound || s.Details == nil || s.Details.Name != name {
+		return false
+	}
+	for _, c := range s.Details.Causes {
+		if c.Type == metav1.CauseTypeUnexpectedServerResponse {
+			return false
+		}
+	}
+	return true
 }
 
 // ReadManagedSet returns the namespaces instance has recorded, without
