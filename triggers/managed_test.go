@@ -160,7 +160,9 @@ func TestUnreadableManagedSet(t *testing.T) {
 		{"not autox's", "foreign", cluster.Client,
 			func() string { return put("foreign", map[string]string{"app": "other"}, "kept\n") }, "is not the record of autox instance"},
 		{"malformed", "malformed", cluster.Client,
-			func() string { return put("malformed", map[string]string{format.LabelInstance: "malformed"}, "kept\nNot_A_Namespace\n") }, "is not a namespace name"},
+			func() string {
+				return put("malformed", map[string]string{format.LabelInstance: "malformed"}, "kept\nNot_A_Namespace\n")
+			}, "is not a namespace name"},
 		{"a bare 404", "bare", client(bare404), func() string { return "" }, "cannot read"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

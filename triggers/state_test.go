@@ -51,11 +51,11 @@ func TestRecordRules(t *testing.T) {
 		{name: "a stale read does not bring back a namespace found empty",
 			config: []string{"a"}, stored: []string{"a", "gone"},
 			ops: []op{remember("a", "gone"), collected(t0, "gone"), remember("a", "gone")},
-			gc: []string{"a"}, record: []string{"a"}},
+			gc:  []string{"a"}, record: []string{"a"}},
 		{name: "once written without it, a read that holds it again counts",
 			config: []string{"a"}, stored: []string{"a", "gone"},
 			ops: []op{remember("a", "gone"), collected(t0, "gone"), write, remember("gone")},
-			gc: []string{"a", "gone"}, record: []string{"a", "gone"}},
+			gc:  []string{"a", "gone"}, record: []string{"a", "gone"}},
 		{name: "a namespace the config drops stays recorded",
 			config: []string{"a", "b"}, ops: []op{write, apply("a")},
 			gc: []string{"a", "b"}, record: []string{"a", "b"}},
@@ -75,7 +75,7 @@ func TestRecordRules(t *testing.T) {
 		{name: "a new term looks again in what an earlier term found empty",
 			config: []string{"a"}, stored: []string{"a", "b"},
 			ops: []op{remember("a", "b"), collected(t0, "b"), newTerm, remember("a", "b")},
-			gc: []string{"a", "b"}, record: []string{"a", "b"}},
+			gc:  []string{"a", "b"}, record: []string{"a", "b"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewConfigState(namespaces(tc.config...))
