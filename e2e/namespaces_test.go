@@ -47,14 +47,8 @@ func TestNamespaceDroppedWhileDown(t *testing.T) {
 	b := cluster.Namespace(t)
 	e.Deployment("web", version("1.0.0"))
 	cluster.CreateDeployment(t, b, "api", version("1.0.0"))
-	both := e.WriteConfig(strings.ReplaceAll(`
-namespaces: [{{.NS}}, B]
-specs:
-  web:
-    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: {{.NS}}}
-    releaseSpecs:
-      hello: {chart: {path: {{.Charts}}/hello}}
-  api:
+	// oneSpec (web in A) with B and a spec api there.
+	both := e.WriteConfig(strings.ReplaceAll(strings.Replace(oneSpec, "namespaces: [{{.NS}}]", "namespaces: [{{.NS}}, B]", 1)+`  api:
     trigger: {group: apps, version: v1, resource: deployments, name: api, namespace: B}
     releaseSpecs:
       hello: {chart: {path: {{.Charts}}/hello}}
