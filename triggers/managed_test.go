@@ -2,10 +2,12 @@ package triggers
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -209,4 +211,53 @@ func (p plain404) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return &http.Response{StatusCode: http.StatusNotFound, Status: "404 Not Found", Request: r,
 		Header: http.Header{"Content-Type": []string{"text/plain"}}, Body: io.NopCloser(strings.NewReader("404 page not found"))}, nil
+}
+
+// failConfigMaps fails every request for ConfigMaps while on is set, as an
+// API server that cannot serve them would; the others go through.
+type failConfigMaps struct {
+	on   *atomic.Bool
+	next http.RoundTripper
+}
+
+func (f failConfigMaps) RoundTrip(r *http.Request) (*http.Response, error) {
+	if f.on.Load() && strings.Contains(r.URL.Path, "/configmaps") {
+		if r.Body != nil {
+			_ = r.Body.Close()
+		}
+		return nil, errors.New("injected: the ConfigMap cannot be reached")
+	}
+	return f.next.RoundTrip(r)
+}
+
+// TestInstallWaitsForTheRecord: the controller does not install a release
+// into a namespace its record does not hold yet; once the record can be
+// written, the retry records the namespace and installs.
+func TestInstallWaitsForTheRecord(t *testing.T) {
+	h := newHarness(t)
+	home := cluster.Namespace(t)
+	var failing atomic.Bool
+	failing.Store(true)
+	rc := rest.CopyConfig(cluster.Config)
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return failConfigMaps{on: &failing, next: rt} })
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.managed = func(s *ConfigState) *ManagedSet { return newManagedSet(client, home, "autox", s) }
+	h.Deployment("web", v("1.0.0"))
+	h.start(h.config(webSpec(`      hello: {chart: {path: {{.Charts}}/hello}}
+`)), time.Hour)
+	h.waitReconciles("web", resultError, 1)
+	if r := h.Release("web-hello"); r != nil {
+		t.Fatalf("installed before its namespace was recorded: %+v", r)
+	}
+	if cm := recordOf(t, home, "autox"); cm != nil {
+		t.Fatalf("a record was written while ConfigMaps failed: %v", cm.Data)
+	}
+	failing.Store(false)
+	h.WaitRelease("web-hello", "installed once its namespace is recorded", deployedAt(1))
+	if cm := recordOf(t, home, "autox"); cm == nil || cm.Data["namespaces"] != h.NS+"\n" {
+		t.Errorf("the record after the install: %+v", cm)
+	}
 }
