@@ -14,11 +14,12 @@ import (
 // inventory can be read: starting passes on a cluster we cannot read would
 // only fail too.
 func (c *Controller) cleanupOnStart(ctx, workCtx context.Context) {
-	// The namespaces recorded in the cluster join those looked in; a
-	// record that cannot be read holds nothing back (the passes read it again).
-	c.syncManaged(ctx)
 	backoff := wait.Backoff{Duration: c.opts.RetryBase, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: c.opts.RetryMax}
 	for {
+		// The namespaces recorded in the cluster join those looked in. A
+		// record that cannot be read holds nothing back: it is read again
+		// at the next attempt, or by the passes.
+		c.syncManaged(ctx)
 		specs, err := c.orphanSpecs(ctx)
 		if unread := helmops.FailedNamespaces(err); unread != nil {
 			// The namespaces that could be read are cleaned up now; the

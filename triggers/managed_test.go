@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -259,5 +260,41 @@ func TestInstallWaitsForTheRecord(t *testing.T) {
 	h.WaitRelease("web-hello", "installed once its namespace is recorded", deployedAt(1))
 	if cm := recordOf(t, home, "autox"); cm == nil || cm.Data["namespaces"] != h.NS+"\n" {
 		t.Errorf("the record after the install: %+v", cm)
+	}
+}
+
+// TestCleanupWithAnUnreadableRecord: a record that cannot be read (here a
+// ConfigMap of its name that autox did not write) is no reason to skip
+// start-up cleanup: a spec removed while autox was down is uninstalled from
+// the config's namespaces, and the record is left as it is.
+func TestCleanupWithAnUnreadableRecord(t *testing.T) {
+	h := newHarness(t)
+	home := cluster.Namespace(t)
+	h.Deployment("web", v("1.0.0"))
+	h.start(h.config(twoReleases), time.Hour)
+	h.WaitRelease("web-job", "installed", deployedAt(1))
+	h.halt()
+
+	foreign, err := cluster.Client.CoreV1().ConfigMaps(home).Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: ManagedSetName("autox")}, Data: map[string]string{"namespaces": "x\n"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.managed = func(s *ConfigState) *ManagedSet { return newManagedSet(cluster.Client, home, "autox", s) }
+	h.start(h.config(webSpec(`      hello:
+        chart: {path: {{.Charts}}/hello}
+        values: {greeting: hi, tasks: [ready, http]}
+`)), time.Hour)
+	h.WaitRelease("web-job", "uninstalled", gone)
+	// Before the first pass: it saw one release (the pass would catch it too).
+	h.waitPass()
+	if n := testutil.ToFloat64(h.metrics.releases.WithLabelValues("deployed")); n != 1 {
+		t.Errorf("the first pass saw %v deployed releases, want 1: start-up cleanup did not run", n)
+	}
+	if r := h.Release("web-hello"); r == nil || r.Revision != 1 {
+		t.Errorf("web-hello: %+v", r)
+	}
+	if cm := recordOf(t, home, "autox"); cm.ResourceVersion != foreign.ResourceVersion {
+		t.Errorf("the foreign ConfigMap was written: %v", cm.Data)
 	}
 }
