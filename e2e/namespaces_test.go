@@ -41,7 +41,8 @@ func (e *env) waitRecorded(instance string, want ...string) {
 // kustomize rollout whose old pod is gone). The next start uninstalls B's
 // release, leaves A's alone, and B leaves the record of managed namespaces;
 // plan and list, in between, show the orphan. Another instance, with a
-// release in B, keeps its release and its own record.
+// release in B (and leader election off), keeps its release and its own
+// record.
 func TestNamespaceDroppedWhileDown(t *testing.T) {
 	e := newEnv(t)
 	b := cluster.Namespace(t)
@@ -67,7 +68,8 @@ specs:
 	p := e.run(both)
 	web := e.WaitRelease("web-hello", "installed in A", deployedAt(1))
 	inB.Wait("api-hello", "installed in B", deployedAt(1))
-	q := e.run(other, "--instance", "team-b")
+	// Without leader election, the one term keeps the record the same way.
+	q := e.run(other, "--instance", "team-b", "--leader-elect=false")
 	mine := inB.Wait("other-hello", "installed in B by the other instance", deployedAt(1))
 	e.waitRecorded("autox", e.NS, b)
 	e.waitRecorded("team-b", b)
