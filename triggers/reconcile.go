@@ -45,6 +45,9 @@ type ReconcilerOptions struct {
 	// Metrics and Events are optional.
 	Metrics *Metrics
 	Events  record.EventRecorder
+	// Managed, if set, records the namespaces this instance manages in the
+	// cluster (DESIGN §4); installs wait until their namespace is recorded.
+	Managed *ManagedSet
 }
 
 // Reconciler runs one queue key through observe → plan → apply: the
@@ -75,6 +78,9 @@ func NewReconciler(opts ReconcilerOptions) *Reconciler {
 		ConfigDir: func() string { return opts.State.Config().Dir }, Events: opts.Events, Operations: ops, Log: opts.Log})
 	return r
 }
+
+// Managed is the record of managed namespaces the Reconciler keeps, or nil.
+func (r *Reconciler) Managed() *ManagedSet { return r.opts.Managed }
 
 // State is the config state the Reconciler decides with.
 func (r *Reconciler) State() *ConfigState { return r.opts.State }
@@ -169,11 +175,14 @@ func (r *Reconciler) sweep(ctx context.Context, cfg *config.Config, specName str
 // run decides an observation and applies its plan.
 func (r *Reconciler) run(ctx context.Context, o *observe.Observed, start time.Time) error {
 	p := plan.Decide(o.Observation)
+	// An install into a namespace the record of managed namespaces does
+	// not hold yet waits (see ManagedSet.Admit); the other steps go on.
+	steps, held := r.opts.Managed.Admit(ctx, p.Steps)
 	reported := r.applier.Report(o, p)
-	stepErrs := r.applier.Apply(ctx, o, p.Steps)
-	err := errors.Join(append([]error{reported}, stepErrs...)...)
+	stepErrs := r.applier.Apply(ctx, o, steps)
+	err := errors.Join(append([]error{reported, held}, stepErrs...)...)
 	r.count(o.Spec, err, start)
-	r.opts.Metrics.releaseSpecOutcomes(o.Spec, o.Object, r.releaseSpecIDs(o.Spec), outcomes(o.Observation, p.Failed, p.Steps, stepErrs))
+	r.opts.Metrics.releaseSpecOutcomes(o.Spec, o.Object, r.releaseSpecIDs(o.Spec), outcomes(o.Observation, p.Failed, steps, stepErrs))
 	ev := r.opts.Log.Debug()
 	if err != nil {
 		ev = r.opts.Log.Error().Err(err)
