@@ -66,7 +66,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}
 	}
 	for _, r := range []string{resultSuccess, resultError} {
-		for _, a := range []string{"install", "upgrade", "reinstall", "uninstall", "rollback"} {
+		for _, a := range []string{"install", "upgrade", "reinstall", "uninstall", "rollback", "adopt"} {
 			m.helmOperations.WithLabelValues(a, r)
 		}
 	}

@@ -3,6 +3,7 @@ package triggers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -134,7 +135,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) (follow []string
 		r.count(specName, err, start)
 		return nil, err
 	}
-	err = r.run(ctx, o, start)
+	err = r.run(ctx, o, start, func(ctx context.Context) (*observe.Observed, error) {
+		return r.observer.Observe(ctx, cfg, specName, obj)
+	})
 	if !obj.IsZero() && !o.State.Wanted() && o.State != plan.TriggerConflict {
 		r.observer.Admissions().Leave(specName, obj)
 	}
@@ -156,13 +159,32 @@ func (r *Reconciler) sweep(ctx context.Context, cfg *config.Config, specName str
 	for _, o := range objs {
 		follow = append(follow, ObjectKey(specName, o))
 	}
-	return follow, r.run(ctx, r.observer.Unattributed(specName, unattributed), start)
+	return follow, r.run(ctx, r.observer.Unattributed(cfg, specName, unattributed), start, nil)
 }
 
-// run decides an observation and applies its plan.
-func (r *Reconciler) run(ctx context.Context, o *observe.Observed, start time.Time) error {
+// run decides an observation and applies its plan. The steps after the
+// plan's removals were decided on the cluster before them: a name or
+// objects a removal frees are another release spec's at once. So when a
+// removal ran and other steps follow, the key is observed again (reobserve,
+// nil when there is nothing to read again) and those steps decided anew,
+// in the same reconcile: never left to the next pass.
+func (r *Reconciler) run(ctx context.Context, o *observe.Observed, start time.Time, reobserve func(context.Context) (*observe.Observed, error)) error {
 	p := plan.Decide(o.Observation)
-	errs := append([]error{r.applier.Report(o, p)}, r.applier.Apply(ctx, o, p.Steps)...)
+	var errs []error
+	if n := plan.LeadingRemovals(p.Steps); n == 0 || reobserve == nil || (n == len(p.Steps) && len(p.Failed) == 0) {
+		errs = append([]error{r.applier.Report(o, p)}, r.applier.Apply(ctx, o, p.Steps)...)
+	} else {
+		var removed apply.Removed
+		errs, removed = r.applier.RemoveFirst(ctx, o, p.Steps)
+		again, err := reobserve(ctx)
+		if err != nil {
+			// The rest waits for the retry, which observes anew.
+			errs = append(errs, r.applier.Report(o, p), fmt.Errorf("cannot decide again after the removals: %w", err))
+		} else {
+			o, p = again, plan.Decide(again.Observation)
+			errs = append(append(errs, r.applier.Report(o, p)), r.applier.ApplyAfter(ctx, o, p.Steps, removed)...)
+		}
+	}
 	err := errors.Join(errs...)
 	r.count(o.Spec, err, start)
 	ev := r.opts.Log.Debug()
