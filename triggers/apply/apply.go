@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -164,18 +165,14 @@ func (a *Applier) ApplyAfter(ctx context.Context, o *observe.Observed, steps []p
 	n := plan.LeadingRemovals(steps)
 	kept := make([]plan.Step, 0, len(steps))
 	at := make([]int, 0, len(steps))
-	errs := make([]error, len(steps))
 	for i, s := range steps {
-		switch {
-		case i < n && prior.Tried[s.Namespace+"/"+s.Release]:
+		if i < n && prior.Tried[s.Namespace+"/"+s.Release] {
 			continue // reported when it was tried
-		case prior.Blocked[s.ReleaseSpec] != nil && s.Action != plan.ActionUninstall && s.Changes():
-			errs[i] = fmt.Errorf("%w: release %s/%s not changed: %w", ErrStepFailed, s.Namespace, s.Release, prior.Blocked[s.ReleaseSpec])
-			continue
 		}
 		kept, at = append(kept, s), append(at, i)
 	}
 	removalErrs, removed := a.RemoveFirst(ctx, o, kept)
+	maps.Copy(removed.Blocked, prior.Blocked)
 	m := len(removalErrs)
 	rest := make([]error, len(kept)-m)
 	a.each(ctx, kept[m:], rest, func(s plan.Step) error {
@@ -184,6 +181,7 @@ func (a *Applier) ApplyAfter(ctx context.Context, o *observe.Observed, steps []p
 		}
 		return a.step(ctx, o, s)
 	})
+	errs := make([]error, len(steps))
 	for j, err := range append(removalErrs, rest...) {
 		errs[at[j]] = err
 	}
