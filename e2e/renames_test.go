@@ -240,23 +240,23 @@ specs:
 	p.Stop(patience)
 }
 
-// TestNameFreedByARemovalIsTakenAtOnce: one edit gives release spec x
-// another release name and release spec y the name x had. x's old release
-// is removed (x is still in the config: no adoption), and y installs under
-// the freed name in the same reconcile, not at the next pass (the resync is
-// an hour).
+// TestNameFreedByARemovalIsTakenAtOnce: one edit gives release spec one
+// another release name and release spec two the name one had. one's old
+// release is removed (one is still in the config: no adoption), and two
+// installs under the freed name in the same reconcile, not at the next pass
+// (the resync is an hour).
 func TestNameFreedByARemovalIsTakenAtOnce(t *testing.T) {
 	e := newEnv(t)
 	e.Deployment("web", version("1.0.0"))
-	k := testenv.NewKubeletDir(t, "config.yaml", e.render(webSpec(`      x: {chart: {path: {{.Charts}}/hello}, releaseName: exp-a, values: {greeting: x}}
+	k := testenv.NewKubeletDir(t, "config.yaml", e.render(webSpec(`      one: {chart: {path: {{.Charts}}/hello}, releaseName: exp-a, values: {greeting: one}}
 `)))
 	p := e.run(k.Path(), "--config-debounce", "100ms", "--resync", "1h")
 	e.WaitRelease("exp-a", "installed", deployedAt(1))
-	k.Update(e.render(webSpec(`      x: {chart: {path: {{.Charts}}/hello}, releaseName: exp-b, values: {greeting: x}}
-      y: {chart: {path: {{.Charts}}/hello}, releaseName: exp-a, values: {greeting: y}}
+	k.Update(e.render(webSpec(`      one: {chart: {path: {{.Charts}}/hello}, releaseName: exp-b, values: {greeting: one}}
+      two: {chart: {path: {{.Charts}}/hello}, releaseName: exp-a, values: {greeting: two}}
 `)))
-	e.owned("exp-b", "web", "x")
-	if r := e.owned("exp-a", "web", "y"); r.Values["greeting"] != "y" {
+	e.owned("exp-b", "web", "one")
+	if r := e.owned("exp-a", "web", "two"); r.Values["greeting"] != "two" {
 		t.Errorf("exp-a has values %v", r.Values)
 	}
 	p.Stop(patience)
