@@ -255,9 +255,19 @@ func (m *ManagedSet) Admit(ctx context.Context, steps []plan.Step) ([]plan.Step,
 		out  []plan.Step
 		held []string
 	)
+	heldSpecs := map[string]bool{}
+	key := func(s plan.Step, releaseSpec string) string { return s.Spec + "\x00" + s.Object + "\x00" + releaseSpec }
 	for _, s := range steps {
 		if missing(s) {
 			held = append(held, s.Namespace+"/"+s.Release)
+			heldSpecs[key(s, s.ReleaseSpec)] = true
+		}
+	}
+	for _, s := range steps {
+		// A removal that waits for its replacement's install waits with it:
+		// without the install in the steps, nothing would prove the
+		// replacement before the release it replaces goes.
+		if missing(s) || (s.ReplacedBy != "" && heldSpecs[key(s, s.ReplacedBy)]) {
 			continue
 		}
 		out = append(out, s)

@@ -78,7 +78,7 @@ func newListCommand(version string) *cobra.Command {
 				return &exitError{1, err}
 			}
 			// Some namespaces could not be read: list the others, then fail.
-			if perr := printRows(cmd.OutOrStdout(), output, listRows(cfg, rels, orphans)); perr != nil {
+			if perr := printRows(cmd.OutOrStdout(), output, listRows(cfg, deps.helm.Instance(), rels, orphans)); perr != nil {
 				return &exitError{1, perr}
 			}
 			if err = errors.Join(recordErr, err); err != nil {
@@ -96,10 +96,14 @@ func newListCommand(version string) *cobra.Command {
 	return cmd
 }
 
-func listRows(cfg *config.Config, rels []*format.Release, onlyOrphans bool) []listedRelease {
+// listRows are the rows of rels; a release is an orphan when the config
+// wants it neither as its labels say nor under the owner a rename hands it
+// over to (plan.AdopterOf), which adopts it.
+func listRows(cfg *config.Config, instance string, rels []*format.Release, onlyOrphans bool) []listedRelease {
 	rows := []listedRelease{}
 	for _, r := range rels {
-		orphan := !plan.WantedBy(cfg, format.Record{Name: r.Name, Namespace: r.Namespace, Spec: r.Spec, ReleaseSpec: r.ReleaseSpec,
+		_, handedOver := plan.AdopterOf(cfg, instance, r)
+		orphan := !handedOver && !plan.WantedBy(cfg, format.Record{Name: r.Name, Namespace: r.Namespace, Spec: r.Spec, ReleaseSpec: r.ReleaseSpec,
 			ObjectNamespace: r.ObjectNamespace, ObjectName: r.ObjectName})
 		if onlyOrphans && !orphan {
 			continue
