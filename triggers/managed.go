@@ -2,6 +2,7 @@ package triggers
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -28,6 +29,9 @@ import (
 const (
 	managedPrefix = "autox-namespaces-"
 	managedKey    = "namespaces"
+	// termKey holds a token of the leadership term that last claimed the
+	// record (see ManagedSet.claimed).
+	termKey = "term"
 )
 
 // ManagedSetName is the name of the ConfigMap recording the namespaces
@@ -58,7 +62,7 @@ func parseManaged(cm *corev1.ConfigMap, instance string) ([]string, error) {
 }
 
 // managedConfigMap is base (nil: a new object) holding set.
-func managedConfigMap(base *corev1.ConfigMap, namespace, instance string, set []string) *corev1.ConfigMap {
+func managedConfigMap(base *corev1.ConfigMap, namespace, instance, term string, set []string) *corev1.ConfigMap {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ManagedSetName(instance)}}
 	if base != nil {
 		cm = base.DeepCopy()
@@ -76,6 +80,7 @@ func managedConfigMap(base *corev1.ConfigMap, namespace, instance string, set []
 		text += "\n"
 	}
 	cm.Data[managedKey] = text
+	cm.Data[termKey] = term
 	return cm
 }
 
@@ -117,9 +122,11 @@ func notFoundNamesIt(err error, name string) bool {
 
 // ReadManagedSet returns the namespaces instance has recorded, without
 // writing anything (plan and list): none when it has recorded none yet.
-func ReadManagedSet(ctx context.Context, client typedcorev1.ConfigMapsGetter, namespace, instance string) ([]string, error) {
-	_, set, err := getManaged(ctx, client, namespace, instance)
-	return set, err
+// found says whether the record exists at all; when it does not, the
+// namespace asked may not be the one the running instance writes to.
+func ReadManagedSet(ctx context.Context, client typedcorev1.ConfigMapsGetter, namespace, instance string) (set []string, found bool, err error) {
+	cm, set, err := getManaged(ctx, client, namespace, instance)
+	return set, cm != nil, err
 }
 
 // ManagedSetOptions configure a ManagedSet.
@@ -146,14 +153,23 @@ type ManagedSet struct {
 	// base is nil when it does not exist.
 	loaded bool
 	once   bool // the first load of the term is done
-	base   *corev1.ConfigMap
-	stored []string
+	// term is this term's token, written with every write; claimed says a
+	// write of this term has succeeded. Until then the term writes even an
+	// unchanged set once: the new resourceVersion makes a write of an
+	// earlier term still in flight (sent on the resourceVersion both read)
+	// fail with a Conflict instead of undoing what this term relies on.
+	term    string
+	claimed bool
+	base    *corev1.ConfigMap
+	stored  []string
 	// recorded is stored for readers that must not wait for a write.
 	recorded atomic.Pointer[[]string]
 }
 
 // NewManagedSet returns the record of opts.Instance for one term.
-func NewManagedSet(opts ManagedSetOptions) *ManagedSet { return &ManagedSet{opts: opts} }
+func NewManagedSet(opts ManagedSetOptions) *ManagedSet {
+	return &ManagedSet{opts: opts, term: rand.Text()}
+}
 
 // Sync reads the record (once per term, and again after a conflict), takes
 // its namespaces into the state, and writes it when the state asks for a
@@ -170,7 +186,7 @@ func (m *ManagedSet) Sync(ctx context.Context) error {
 			}
 		}
 		want := m.opts.State.Record(m.stored)
-		if slices.Equal(want, m.stored) && (m.base != nil || len(want) == 0) {
+		if slices.Equal(want, m.stored) && (m.base != nil || len(want) == 0) && (m.claimed || m.base == nil) {
 			m.opts.State.Recorded(m.stored)
 			return nil
 		}
@@ -208,7 +224,7 @@ func (m *ManagedSet) load(ctx context.Context) error {
 
 func (m *ManagedSet) write(ctx context.Context, want []string) error {
 	cms := m.opts.Client.ConfigMaps(m.opts.Namespace)
-	obj := managedConfigMap(m.base, m.opts.Namespace, m.opts.Instance, want)
+	obj := managedConfigMap(m.base, m.opts.Namespace, m.opts.Instance, m.term, want)
 	var (
 		out *corev1.ConfigMap
 		err error
@@ -224,7 +240,7 @@ func (m *ManagedSet) write(ctx context.Context, want []string) error {
 	added, removed := setDiff(m.stored, want)
 	m.opts.Log.Info().Strs("added", added).Strs("removed", removed).Str("configMap", m.opts.Namespace+"/"+out.Name).
 		Msg("recorded the namespaces this instance manages")
-	m.base, m.stored = out, want
+	m.base, m.stored, m.claimed = out, want, true
 	m.recorded.Store(&want)
 	m.opts.State.Recorded(want)
 	return nil

@@ -298,3 +298,40 @@ func TestCleanupWithAnUnreadableRecord(t *testing.T) {
 		t.Errorf("the foreign ConfigMap was written: %v", cm.Data)
 	}
 }
+
+// TestNewTermClaimsTheRecord: a new term's first Sync writes the record even
+// when its set is unchanged, so a write of the term before it, still in
+// flight on the resourceVersion both read, fails with a Conflict instead of
+// undoing the record the new term relies on. Later Syncs of the term with
+// nothing to change write nothing.
+func TestNewTermClaimsTheRecord(t *testing.T) {
+	ctx := context.Background()
+	home := cluster.Namespace(t)
+	old := newManagedSet(cluster.Client, home, "one", NewConfigState(namespaces("a", "b")))
+	if err := old.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rv := recordOf(t, home, "one").ResourceVersion
+
+	next := newManagedSet(cluster.Client, home, "one", NewConfigState(namespaces("a", "b")))
+	if err := next.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	claimed := recordOf(t, home, "one")
+	if claimed.ResourceVersion == rv || claimed.Data["namespaces"] != "a\nb\n" {
+		t.Fatalf("the new term did not claim the record (resourceVersion %s -> %s, %q)", rv, claimed.ResourceVersion, claimed.Data["namespaces"])
+	}
+	// The old term's write, decided on what it read: b found empty.
+	if err := old.write(ctx, []string{"a"}); !apierrors.IsConflict(err) {
+		t.Errorf("a write of the ended term on the old resourceVersion = %v, want a Conflict", err)
+	}
+	if got := recordOf(t, home, "one"); got.Data["namespaces"] != "a\nb\n" || got.ResourceVersion != claimed.ResourceVersion {
+		t.Errorf("the ended term changed the record: %q", got.Data["namespaces"])
+	}
+	if err := next.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := recordOf(t, home, "one").ResourceVersion; got != claimed.ResourceVersion {
+		t.Errorf("an unchanged set was written again in the same term (resourceVersion %s -> %s)", claimed.ResourceVersion, got)
+	}
+}
