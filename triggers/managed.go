@@ -255,48 +255,45 @@ func (m *ManagedSet) Holds(ns string) bool {
 // Admit holds back the installs into namespaces the record does not hold
 // yet, after one attempt to record them: a release installed there could
 // not be found by a later start-up cleanup once its namespace left the
-// config. The other steps go ahead. A nil ManagedSet admits everything.
-func (m *ManagedSet) Admit(ctx context.Context, steps []plan.Step) ([]plan.Step, error) {
+// config. A held install becomes a failure of its release spec (an Event,
+// autox_release_spec_failing, a retry), and the removal that waits for it
+// as its replacement waits with it: without the install, nothing would
+// prove the replacement before the release it replaces goes. The other
+// steps go ahead. A nil ManagedSet admits everything.
+func (m *ManagedSet) Admit(ctx context.Context, p plan.Plan) plan.Plan {
 	if m == nil {
-		return steps, nil
+		return p
 	}
 	missing := func(s plan.Step) bool {
 		return (s.Action == plan.ActionInstall || s.Action == plan.ActionReinstall) && !m.Holds(s.Namespace)
 	}
-	if !slices.ContainsFunc(steps, missing) {
-		return steps, nil
+	if !slices.ContainsFunc(p.Steps, missing) {
+		return p
 	}
 	syncErr := m.Sync(ctx)
-	var (
-		out  []plan.Step
-		held []string
-	)
-	heldSpecs := map[string]bool{}
 	key := func(s plan.Step, releaseSpec string) string { return s.Spec + "\x00" + s.Object + "\x00" + releaseSpec }
-	for _, s := range steps {
-		if missing(s) {
-			held = append(held, s.Namespace+"/"+s.Release)
-			heldSpecs[key(s, s.ReleaseSpec)] = true
-		}
-	}
-	for _, s := range steps {
-		// A removal that waits for its replacement's install waits with it:
-		// without the install in the steps, nothing would prove the
-		// replacement before the release it replaces goes.
-		if missing(s) || (s.ReplacedBy != "" && heldSpecs[key(s, s.ReplacedBy)]) {
+	held := map[string]bool{}
+	out := p
+	out.Steps, out.Failed = nil, slices.Clone(p.Failed)
+	for _, s := range p.Steps {
+		if !missing(s) {
 			continue
 		}
-		out = append(out, s)
+		held[key(s, s.ReleaseSpec)] = true
+		err := fmt.Errorf("not installing release %s/%s: its namespace is not recorded in ConfigMap %s/%s yet, and a release there could leak once the namespace leaves the config; retrying",
+			s.Namespace, s.Release, m.opts.Namespace, ManagedSetName(m.opts.Instance))
+		if syncErr != nil {
+			err = fmt.Errorf("%w: %w", err, syncErr)
+		}
+		out.Failed = append(out.Failed, plan.Failure{ReleaseSpec: s.ReleaseSpec, Release: s.Release, Namespace: s.Namespace, Err: err})
 	}
-	if len(held) == 0 {
-		return out, nil
+	for _, s := range p.Steps {
+		if missing(s) || (s.ReplacedBy != "" && held[key(s, s.ReplacedBy)]) {
+			continue
+		}
+		out.Steps = append(out.Steps, s)
 	}
-	err := fmt.Errorf("not installing %s: the namespace is not recorded in ConfigMap %s/%s yet, and a release there could leak once the namespace leaves the config",
-		strings.Join(held, ", "), m.opts.Namespace, ManagedSetName(m.opts.Instance))
-	if syncErr != nil {
-		err = fmt.Errorf("%w: %w", err, syncErr)
-	}
-	return out, err
+	return out
 }
 
 // setDiff returns what want adds to and removes from had (both sorted).
