@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -22,7 +23,7 @@ import (
 )
 
 // Proxy stands between clients and the API server, and can make the API
-// server unreachable or failing.
+// server unreachable or failing, or hold some requests.
 //
 // Normally it forwards TCP connections; TLS passes through untouched.
 // Pausing it closes the listener and every open connection, so that clients
@@ -40,7 +41,9 @@ type Proxy struct {
 	failed     atomic.Int64
 	// failOnly, when set, limits the failures to the requests it matches;
 	// the others are forwarded by forward, with the cluster's credentials.
-	failOnly   atomic.Pointer[func(*http.Request) bool]
+	failOnly atomic.Pointer[func(*http.Request) bool]
+	// hold, when set, holds the requests it matches (HoldMatching).
+	hold       atomic.Pointer[Hold]
 	forward    http.Handler
 	failing    *connListener
 	failServer *http.Server
@@ -139,7 +142,7 @@ func (p *Proxy) serve(ln net.Listener) {
 			if err != nil {
 				return
 			}
-			if p.failStatus.Load() != 0 {
+			if p.intercepting() {
 				p.track(in)
 				p.failing.hand(in)
 				continue
@@ -190,11 +193,16 @@ func (p *Proxy) closeConns() {
 	}
 }
 
+// intercepting reports whether the proxy ends TLS itself, to fail or hold
+// requests, rather than passing connections through.
+func (p *Proxy) intercepting() bool { return p.failStatus.Load() != 0 || p.hold.Load() != nil }
+
 // FailWith makes the proxy answer every request with HTTP status (503, 500)
 // and a Status body, as the API server does when it fails; 0 forwards
 // requests again. Either way open connections are cut, so that clients
-// reconnect and meet the new behaviour at once.
+// reconnect and meet the new behaviour at once. It ends HoldMatching too.
 func (p *Proxy) FailWith(status int) {
+	p.hold.Store(nil)
 	p.failOnly.Store(nil)
 	p.failStatus.Store(int32(status))
 	p.closeConns()
@@ -209,10 +217,79 @@ func (p *Proxy) FailMatching(status int, match func(*http.Request) bool) {
 	p.closeConns()
 }
 
+// HoldMatching makes the proxy hold the requests match selects, as an API
+// server's priority and fairness queue or a slow admission webhook holds a
+// request: each reaches the proxy whole (its body read), and the proxy
+// neither answers it nor forwards it until the returned Hold is released.
+// A held request whose client gives up meanwhile (cancels it, closes the
+// connection) is dropped, never forwarded. The other requests go on to the
+// API server, sent by the proxy with the cluster's own (admin) credentials
+// as for FailMatching, with the client's User-Agent (the API server's
+// managedFields name the client). Open connections are cut, so that clients
+// meet the rule at once; FailWith(0) ends it.
+func (p *Proxy) HoldMatching(match func(*http.Request) bool) *Hold {
+	h := &Hold{match: match, released: make(chan struct{})}
+	p.hold.Store(h)
+	p.closeConns()
+	return h
+}
+
+// Hold is what HoldMatching holds.
+type Hold struct {
+	match    func(*http.Request) bool
+	released chan struct{}
+	once     sync.Once
+
+	held, abandoned, forwarded atomic.Int64
+}
+
+// Held returns how many requests have been held so far.
+func (h *Hold) Held() int64 { return h.held.Load() }
+
+// Abandoned returns how many held requests their clients gave up.
+func (h *Hold) Abandoned() int64 { return h.abandoned.Load() }
+
+// Forwarded returns how many held requests went on to the API server.
+func (h *Hold) Forwarded() int64 { return h.forwarded.Load() }
+
+// Release forwards the held requests whose clients still wait, and every
+// matching request from now on.
+func (h *Hold) Release() { h.once.Do(func() { close(h.released) }) }
+
+func (h *Hold) serve(w http.ResponseWriter, r *http.Request, forward http.Handler) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		h.abandoned.Add(1)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	h.held.Add(1)
+	select {
+	case <-r.Context().Done():
+	case <-h.released:
+	}
+	if r.Context().Err() != nil {
+		h.abandoned.Add(1)
+		return
+	}
+	h.forwarded.Add(1)
+	forward.ServeHTTP(w, r)
+}
+
 // Failed returns how many requests the proxy has answered with an error.
 func (p *Proxy) Failed() int64 { return p.failed.Load() }
 
 func (p *Proxy) fail(w http.ResponseWriter, r *http.Request) {
+	if h := p.hold.Load(); h != nil {
+		if h.match(r) {
+			h.serve(w, r, p.forward)
+			return
+		}
+		if p.failStatus.Load() == 0 {
+			p.forward.ServeHTTP(w, r)
+			return
+		}
+	}
 	if only := p.failOnly.Load(); only != nil && !(*only)(r) {
 		p.forward.ServeHTTP(w, r)
 		return
