@@ -257,3 +257,49 @@ func TestHeldWriteOfALostTermNeverLands(t *testing.T) {
 		t.Errorf("a standby's stop: exit code %d", code)
 	}
 }
+
+// TestAPIServerGivesUpAWriteOfALostTerm: when autox's cancellation cannot
+// reach the API server (the network between them failed), the API server
+// gives the write up itself: each write carries the time left in its term
+// as its timeout. The record update is held in admission (a slow webhook)
+// and the proxy does not pass on autox's cancellation; the Lease passes to
+// another holder meanwhile. The API server abandons the held admission at
+// the write's deadline and never stores the write, although the webhook's
+// failure policy would let it through.
+func TestAPIServerGivesUpAWriteOfALostTerm(t *testing.T) {
+	e := newEnv(t)
+	e.Deployment("web", version("1.0.0"))
+	record := "sh.helm.release.v1.web-hello.v1"
+	admission := cluster.HoldAdmissions(t, e.NS, func(operation, name string) bool {
+		return operation == "UPDATE" && name == record
+	})
+	proxy, kubeconfig := e.proxied()
+	detached := proxy.DetachMatching(func(r *http.Request) bool {
+		return r.Method == http.MethodPut && r.URL.Path == "/api/v1/namespaces/"+e.NS+"/secrets/"+record
+	})
+	p := e.run(e.WriteConfig(oneSpec), "--kubeconfig", kubeconfig)
+	testenv.Eventually(t, patience, "the record update held in admission", func() (bool, error) { return admission.Held() == 1, nil })
+	e.stealLease(5 * time.Minute)
+	testenv.Eventually(t, patience, "the API server's answer to the held write", func() (bool, error) {
+		return len(detached.Answers()) == 1, nil
+	})
+	if got := detached.Answers()[0]; got < 500 {
+		t.Errorf("the API server answered the write of the ended term with %d, want a timeout", got)
+	} else {
+		t.Logf("the API server answered the write of the ended term with %d", got)
+	}
+	if admission.GivenUp() != 1 {
+		t.Errorf("the API server gave up %d held admissions, want 1", admission.GivenUp())
+	}
+	admission.Release()
+	s, err := cluster.Client.CoreV1().Secrets(e.NS).Get(context.Background(), record, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Labels["status"] != "pending-install" {
+		t.Errorf("the record of the ended term's write was stored: status %q, managed fields %+v", s.Labels["status"], s.ManagedFields)
+	}
+	if code := p.Stop(patience); code != 0 {
+		t.Errorf("a standby's stop: exit code %d", code)
+	}
+}

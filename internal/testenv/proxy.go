@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -43,7 +44,10 @@ type Proxy struct {
 	// the others are forwarded by forward, with the cluster's credentials.
 	failOnly atomic.Pointer[func(*http.Request) bool]
 	// hold, when set, holds the requests it matches (HoldMatching).
-	hold       atomic.Pointer[Hold]
+	hold atomic.Pointer[Hold]
+	// detach, when set, forwards the requests it matches without their
+	// client's cancellation (DetachMatching).
+	detach     atomic.Pointer[Detached]
 	forward    http.Handler
 	failing    *connListener
 	failServer *http.Server
@@ -195,14 +199,18 @@ func (p *Proxy) closeConns() {
 
 // intercepting reports whether the proxy ends TLS itself, to fail or hold
 // requests, rather than passing connections through.
-func (p *Proxy) intercepting() bool { return p.failStatus.Load() != 0 || p.hold.Load() != nil }
+func (p *Proxy) intercepting() bool {
+	return p.failStatus.Load() != 0 || p.hold.Load() != nil || p.detach.Load() != nil
+}
 
 // FailWith makes the proxy answer every request with HTTP status (503, 500)
 // and a Status body, as the API server does when it fails; 0 forwards
 // requests again. Either way open connections are cut, so that clients
-// reconnect and meet the new behaviour at once. It ends HoldMatching too.
+// reconnect and meet the new behaviour at once. It ends HoldMatching and
+// DetachMatching too.
 func (p *Proxy) FailWith(status int) {
 	p.hold.Store(nil)
+	p.detach.Store(nil)
 	p.failOnly.Store(nil)
 	p.failStatus.Store(int32(status))
 	p.closeConns()
@@ -276,19 +284,79 @@ func (h *Hold) serve(w http.ResponseWriter, r *http.Request, forward http.Handle
 	forward.ServeHTTP(w, r)
 }
 
+// DetachMatching makes the proxy forward the requests match selects at
+// once, but on a context of their own: when their client gives one up, the
+// API server is not told, as it is not when the network between them is
+// what failed. Other requests are forwarded as for HoldMatching, and open
+// connections cut; FailWith(0) ends it.
+func (p *Proxy) DetachMatching(match func(*http.Request) bool) *Detached {
+	d := &Detached{match: match}
+	p.detach.Store(d)
+	p.closeConns()
+	return d
+}
+
+// Detached is what DetachMatching forwards.
+type Detached struct {
+	match func(*http.Request) bool
+
+	mu      sync.Mutex
+	answers []int
+}
+
+// Answers returns the HTTP status of each answer the API server gave to a
+// detached request so far (502 when it gave none).
+func (d *Detached) Answers() []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]int(nil), d.answers...)
+}
+
+func (d *Detached) serve(w http.ResponseWriter, r *http.Request, forward http.Handler) {
+	sw := &statusWriter{ResponseWriter: w}
+	// The writer hides the client's CloseNotifier too: the reverse proxy
+	// would cancel on it.
+	forward.ServeHTTP(sw, r.WithContext(context.WithoutCancel(r.Context())))
+	d.mu.Lock()
+	d.answers = append(d.answers, sw.status)
+	d.mu.Unlock()
+}
+
+// statusWriter records the status of the answer it passes on.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
 // Failed returns how many requests the proxy has answered with an error.
 func (p *Proxy) Failed() int64 { return p.failed.Load() }
 
 func (p *Proxy) fail(w http.ResponseWriter, r *http.Request) {
-	if h := p.hold.Load(); h != nil {
-		if h.match(r) {
-			h.serve(w, r, p.forward)
-			return
-		}
-		if p.failStatus.Load() == 0 {
-			p.forward.ServeHTTP(w, r)
-			return
-		}
+	if d := p.detach.Load(); d != nil && d.match(r) {
+		d.serve(w, r, p.forward)
+		return
+	}
+	if h := p.hold.Load(); h != nil && h.match(r) {
+		h.serve(w, r, p.forward)
+		return
+	}
+	if p.failStatus.Load() == 0 && (p.hold.Load() != nil || p.detach.Load() != nil) { // holding or detaching only
+		p.forward.ServeHTTP(w, r)
+		return
 	}
 	if only := p.failOnly.Load(); only != nil && !(*only)(r) {
 		p.forward.ServeHTTP(w, r)
