@@ -137,7 +137,7 @@ func (m *Manager) indexedRelease(ctx context.Context, ri *recordInformer, namesp
 // liveRelease reads every record of release name with a live LIST: what
 // indexedRelease falls back to, and what a Manager without an index does.
 func (m *Manager) liveRelease(ctx context.Context, namespace, name string) (*format.Release, map[string]string, error) {
-	groups, err := m.query(namespace, map[string]string{"name": name})
+	groups, err := m.query(ctx, namespace, map[string]string{"name": name})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -39,7 +39,7 @@ func (m *Manager) specReleases(ctx context.Context, namespaces []string, match m
 		for k, v := range match {
 			q[k] = v
 		}
-		groups, err := m.query(ns, q)
+		groups, err := m.query(ctx, ns, q)
 		if err != nil {
 			return nil, err
 		}
@@ -115,7 +115,7 @@ func (m *Manager) ManagedReleases(ctx context.Context, namespaces []string) ([]*
 	return eachNamespace(ctx, namespaces, func(ns string) ([]*format.Release, error) {
 		// All records, not only autox-labelled ones: a release's newest
 		// revision decides whose it is, labelled or not.
-		recs, err := m.storage(ns).List(func(*release.Release) bool { return true })
+		recs, err := m.storage(ctx, ns).List(func(*release.Release) bool { return true })
 		if err != nil {
 			return nil, fmt.Errorf("cannot list releases: %w", err)
 		}

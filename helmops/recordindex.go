@@ -136,6 +136,15 @@ func (ri *recordInformer) stop() {
 	<-ri.done
 }
 
+// expectations are the index's record of this process's writes; nil (no
+// writes tracked) without an index.
+func (ix *RecordIndex) expectations() *expectations {
+	if ix == nil {
+		return nil
+	}
+	return ix.expect
+}
+
 // usable returns the informer of namespace when its store can be read: it
 // has synced and has a watch open. nil means: read live.
 func (ix *RecordIndex) usable(namespace string) *recordInformer {

@@ -61,6 +61,9 @@ type harness struct {
 	liveReads bool
 	// faults, if set, are what the record index's watch and LISTs see.
 	faults *testenv.MetadataFaults
+	// managed, if set, makes the record of managed namespaces the
+	// Reconciler keeps (else none).
+	managed func(*ConfigState) *ManagedSet
 }
 
 func newHarness(t *testing.T) *harness {
@@ -122,8 +125,12 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	if h.sources != nil {
 		sources = h.sources
 	}
+	var managed *ManagedSet
+	if h.managed != nil {
+		managed = h.managed(state)
+	}
 	rec := NewReconciler(ReconcilerOptions{Helm: helm, Charts: helmops.LocalCharts{}, Triggers: reads, Sources: sources, Inventory: inv,
-		State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(), Log: log, Metrics: m})
+		State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(), Log: log, Metrics: m, Managed: managed})
 	ctrl = NewController(Options{Reconciler: rec, Inventory: inv, Metadata: meta, Records: records, Workers: 2, Resync: resync,
 		ShutdownTimeout: h.shutdown(), RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Backoff: h.backoff, Metrics: m, Log: log})
 	h.ctrl, h.metrics, h.reads = ctrl, m, reads
