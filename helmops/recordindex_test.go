@@ -463,3 +463,32 @@ func TestUpgradeReadsItsHistoryOnce(t *testing.T) {
 		t.Errorf("records after pruning = %v; want %v", status, want)
 	}
 }
+
+// TestOwnAdoptionIsRead: a release this process has just adopted is read
+// as its new owner's at once, even through an index that never shows the
+// relabel (its watch delivers nothing), and no longer as the old owner's.
+func TestOwnAdoptionIsRead(t *testing.T) {
+	ctx := context.Background()
+	ns := cluster.Namespace(t)
+	frozen := &indexOpts{faults: testenv.MetadataFaults{Frozen: &atomic.Bool{}}}
+	indexed, ix, _ := indexedManager(t, DriverSecret, frozen, ns)
+	if _, err := indexed.Install(ctx, desired(t, ns, "mine", "charts/hello", nil)); err != nil {
+		t.Fatal(err)
+	}
+	caughtUp(t, ix, ns)
+	frozen.faults.Frozen.Store(true)
+	before, err := indexed.Lookup(ctx, ns, "mine")
+	if err != nil || before == nil {
+		t.Fatalf("Lookup = %+v, %v", before, err)
+	}
+	to := format.Owner{Spec: "new", ReleaseSpec: "y", Instance: format.DefaultInstance}
+	if err := indexed.Adopt(ctx, Adoption{Namespace: ns, Name: "mine", Revision: 1, From: before.Owner(), To: to}); err != nil {
+		t.Fatal(err)
+	}
+	if rels, err := indexed.SpecReleases(ctx, []string{ns}, "new"); err != nil || len(rels) != 1 || rels[0].Spec != "new" {
+		t.Errorf("the new owner's releases after the adoption = %v, %v; want mine", names(rels), err)
+	}
+	if rels, err := indexed.SpecReleases(ctx, []string{ns}, "spec"); err != nil || len(rels) != 0 {
+		t.Errorf("the old owner's releases after the adoption = %v, %v; want none", names(rels), err)
+	}
+}
