@@ -27,9 +27,21 @@ func (r results) save(dir string) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(dir, fmt.Sprintf("%s-%d.json", r.Mode, r.Triggers))
+	path := filepath.Join(dir, r.name()+".json")
 	note("results written to %s", path)
 	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// name tells runs apart: mode, size, and whether seeded or paged.
+func (r results) name() string {
+	n := fmt.Sprintf("%s-%d", r.Mode, r.Triggers)
+	if r.Seeded {
+		n += "-seed"
+	}
+	if r.PageSize > 0 {
+		n += fmt.Sprintf("-p%d", r.PageSize)
+	}
+	return n
 }
 
 // MarshalJSON writes request counts as {"verb resource": n}.
@@ -78,7 +90,10 @@ func loadResults(dir string) ([]results, error) {
 		if out[i].Mode != out[j].Mode {
 			return out[i].Mode == "fleet"
 		}
-		return out[i].Triggers < out[j].Triggers
+		if out[i].Triggers != out[j].Triggers {
+			return out[i].Triggers < out[j].Triggers
+		}
+		return out[i].name() < out[j].name()
 	})
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no results (*.json) in %s: run the bench with --out %s first", dir, dir)
@@ -106,11 +121,17 @@ func growthTable(runs []results) string {
 	var b strings.Builder
 	b.WriteString("| measure |")
 	for _, r := range runs {
+		head := thousands(r.Triggers)
 		if r.Mode == "selector" {
-			fmt.Fprintf(&b, " selector, %s objects |", thousands(r.Triggers))
-		} else {
-			fmt.Fprintf(&b, " %s |", thousands(r.Triggers))
+			head = "selector, " + head + " objects"
 		}
+		if r.Seeded {
+			head += ", seeded"
+		}
+		if r.PageSize > 0 {
+			head += fmt.Sprintf(", --list-page-size %d", r.PageSize)
+		}
+		fmt.Fprintf(&b, " %s |", head)
 	}
 	b.WriteString("\n|---|" + strings.Repeat("---|", len(runs)) + "\n")
 	row := func(name string, cell func(r results) string) {
@@ -217,7 +238,11 @@ func plot(runs []results) string {
 		{name: "autox, one selector spec", color: "#2ca02c"},
 		{name: "floor (Helm's writes, 16 workers)", color: "#7f7f7f", dash: true},
 	}
+	floorAt := map[int]bool{}
 	for _, r := range runs {
+		if r.PageSize > 0 {
+			continue // the default build's figures only
+		}
 		if !r.Seeded && r.Cold > 0 {
 			i := 0
 			if r.Mode == "selector" {
@@ -225,7 +250,8 @@ func plot(runs []results) string {
 			}
 			series[i].pts = append(series[i].pts, point{float64(r.Releases), r.Cold.Seconds()})
 		}
-		if r.Mode == "fleet" && r.Floor > 0 {
+		if r.Mode == "fleet" && r.Floor > 0 && !floorAt[r.Releases] {
+			floorAt[r.Releases] = true
 			series[2].pts = append(series[2].pts, point{float64(r.Releases), r.Floor.Seconds()})
 		}
 	}
