@@ -108,8 +108,13 @@ func (r results) table(o options) string {
 		fmt.Fprintf(&b, "| reaction, relabel → both releases upgraded: p50 | %s | |\n", secs(percentile(r.Reactions, 0.5)))
 		fmt.Fprintf(&b, "| reaction: p99 (%d relabels) | %s | target < 0.5 s at 10,000 |\n", len(r.Reactions), secs(percentile(r.Reactions, 0.99)))
 	}
-	fmt.Fprintf(&b, "| peak RSS: cold convergence / no-op pass / restart / relabels | %s / %s / %s / %s | target < 300 MiB at 10,000 |\n",
-		mib(r.ColdRSS), mib(r.NoopRSS), mib(r.RestartRSS), mib(r.ReactionRSS))
+	if len(r.Reactions) > 0 {
+		fmt.Fprintf(&b, "| peak RSS: cold convergence / no-op pass / restart / relabels | %s / %s / %s / %s | target < 300 MiB at 10,000 |\n",
+			mib(r.ColdRSS), mib(r.NoopRSS), mib(r.RestartRSS), mib(r.ReactionRSS))
+	} else {
+		fmt.Fprintf(&b, "| peak RSS: cold convergence / no-op pass / restart | %s / %s / %s | target < 300 MiB at 10,000 |\n",
+			mib(r.ColdRSS), mib(r.NoopRSS), mib(r.RestartRSS))
+	}
 	fmt.Fprintf(&b, "| kube-apiserver peak RSS: floor / cold / quiet / restart | %s / %s / %s / %s | |\n",
 		mib(r.ServerPeak["floor"]), mib(r.ServerPeak["cold"]), mib(r.ServerPeak["quiet"]), mib(r.ServerPeak["restart"]))
 	for _, l := range r.Lists {
