@@ -40,7 +40,10 @@ type Proxy struct {
 	failed     atomic.Int64
 	// failOnly, when set, limits the failures to the requests it matches;
 	// the others are forwarded by forward, with the cluster's credentials.
-	failOnly   atomic.Pointer[func(*http.Request) bool]
+	failOnly atomic.Pointer[func(*http.Request) bool]
+	// plain, when set, is the text/plain body failures get instead of a
+	// Status: what a gateway or ingress in front of the API server sends.
+	plain      atomic.Pointer[string]
 	forward    http.Handler
 	failing    *connListener
 	failServer *http.Server
@@ -196,6 +199,7 @@ func (p *Proxy) closeConns() {
 // reconnect and meet the new behaviour at once.
 func (p *Proxy) FailWith(status int) {
 	p.failOnly.Store(nil)
+	p.plain.Store(nil)
 	p.failStatus.Store(int32(status))
 	p.closeConns()
 }
@@ -205,6 +209,18 @@ func (p *Proxy) FailWith(status int) {
 // (admin) credentials, since it ends TLS itself. FailWith(0) ends it.
 func (p *Proxy) FailMatching(status int, match func(*http.Request) bool) {
 	p.failOnly.Store(&match)
+	p.plain.Store(nil)
+	p.failStatus.Store(int32(status))
+	p.closeConns()
+}
+
+// AnswerPlain is FailMatching with a text/plain body instead of a Status,
+// as a proxy, gateway or ingress answers ("404 page not found"): no
+// Kubernetes Status, only an HTTP status and a line of text. FailWith(0)
+// ends it.
+func (p *Proxy) AnswerPlain(status int, body string, match func(*http.Request) bool) {
+	p.failOnly.Store(&match)
+	p.plain.Store(&body)
 	p.failStatus.Store(int32(status))
 	p.closeConns()
 }
@@ -221,6 +237,12 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request) {
 	code := int(p.failStatus.Load())
 	if code == 0 {
 		code = http.StatusServiceUnavailable // the proxy forwards again: this client reconnects next time
+	}
+	if plain := p.plain.Load(); plain != nil {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, *plain)
+		return
 	}
 	reason := metav1.StatusReasonInternalError
 	if code == http.StatusServiceUnavailable {
