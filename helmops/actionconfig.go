@@ -9,7 +9,6 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/kube"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
 
@@ -65,20 +64,6 @@ func (m *Manager) forgetCapabilities() {
 	m.capsMu.Unlock()
 }
 
-// storage returns the release record driver for one namespace. Drivers hold
-// no state beyond the client, so a new one per call is cheap and never shared
-// between concurrent operations. Their log lines name records, not values.
-func (m *Manager) storage(namespace string) driver.Driver {
-	if m.opts.StorageDriver == DriverConfigMap {
-		d := driver.NewConfigMaps(m.clientset.CoreV1().ConfigMaps(namespace))
-		d.Log = m.debugLog(namespace, nil)
-		return d
-	}
-	d := driver.NewSecrets(m.clientset.CoreV1().Secrets(namespace))
-	d.Log = m.debugLog(namespace, nil)
-	return d
-}
-
 // actionConfig returns a fresh action.Configuration for one operation: Helm's
 // actions write to fields of it (e.g. the storage's MaxHistory), so sharing
 // one between concurrent operations would race. Its log lines go through
@@ -100,6 +85,7 @@ func (m *Manager) actionConfig(namespace string, hide *redact.Redactor) (*action
 	if m.opts.StorageDriver == DriverSecret {
 		cfg.Releases.Driver = newSecretRecords(m.clientset.CoreV1().Secrets(namespace), m.debugLog(namespace, hide))
 	}
+	cfg.Releases.Driver = &newestDecodes{Driver: cfg.Releases.Driver, m: m, namespace: namespace}
 	return cfg, nil
 }
 

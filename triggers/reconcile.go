@@ -156,7 +156,7 @@ func (r *Reconciler) sweep(ctx context.Context, cfg *config.Config, specName str
 	for _, o := range objs {
 		follow = append(follow, ObjectKey(specName, o))
 	}
-	return follow, r.run(ctx, r.observer.Unattributed(specName, unattributed), start)
+	return follow, r.run(ctx, unattributed, start)
 }
 
 // run decides an observation and applies its plan.
