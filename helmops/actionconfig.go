@@ -125,20 +125,31 @@ func (m *Manager) forgetCapabilities() {
 // hide: Helm's debug lines quote manifests and API errors. It renders with a
 // partial API list when discovery is partial: for the operations that
 // cannot delete an object because a group is missing from it.
-func (m *Manager) actionConfig(namespace string, hide *redact.Redactor) (*action.Configuration, error) {
-	return m.actionConfigFor(namespace, hide, false)
+//
+// Reading the capabilities (discovery, which takes no context) is waited
+// for until ctx ends only: the read goes on in the background, and the next
+// operation that needs them waits for it.
+func (m *Manager) actionConfig(ctx context.Context, namespace string, hide *redact.Redactor) (*action.Configuration, error) {
+	return m.actionConfigFor(ctx, namespace, hide, false)
 }
 
 // actionConfigFor is actionConfig; complete refuses a partial API list with
 // its *PartialDiscoveryError, for the operations that would delete what a
 // chart rendered against it drops (upgrade, reinstall).
-func (m *Manager) actionConfigFor(namespace string, hide *redact.Redactor, complete bool) (*action.Configuration, error) {
+func (m *Manager) actionConfigFor(ctx context.Context, namespace string, hide *redact.Redactor, complete bool) (*action.Configuration, error) {
 	cfg := &action.Configuration{}
 	getter := &restGetter{shared: m.discovery, namespace: namespace}
 	if err := cfg.Init(getter, namespace, m.opts.StorageDriver, m.debugLog(namespace, hide)); err != nil {
 		return nil, fmt.Errorf("cannot set up Helm for namespace %s: %w", namespace, err)
 	}
-	caps, err := m.capabilities()
+	var caps *chartutil.Capabilities
+	err := m.untilDone(ctx, func() (err error) {
+		caps, err = m.capabilities()
+		return err
+	})
+	if errors.Is(err, errLeftRunning) {
+		return nil, fmt.Errorf("stopped waiting for the cluster's API versions: %w", ctx.Err())
+	}
 	var partial *PartialDiscoveryError
 	if errors.As(err, &partial) && !complete {
 		m.opts.Log.Warn().Str("namespace", namespace).Strs("missing", partial.Missing).

@@ -37,8 +37,8 @@ type Desired struct {
 // newInstall returns Helm's install action for d, shared by Install and the
 // dry run of Reinstall so that what is validated is what is installed;
 // complete as for actionConfigFor.
-func (m *Manager) newInstall(d Desired, complete bool) (*action.Install, *action.Configuration, error) {
-	cfg, err := m.actionConfigFor(d.Namespace, d.Redact, complete)
+func (m *Manager) newInstall(ctx context.Context, d Desired, complete bool) (*action.Install, *action.Configuration, error) {
+	cfg, err := m.actionConfigFor(ctx, d.Namespace, d.Redact, complete)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -67,7 +67,7 @@ func (m *Manager) install(ctx context.Context, d Desired, complete bool) (int, e
 	if err := notStarted(ctx, "install", d.Namespace, d.Name); err != nil {
 		return 0, err
 	}
-	in, cfg, err := m.newInstall(d, complete)
+	in, cfg, err := m.newInstall(ctx, d, complete)
 	if err != nil {
 		return 0, err
 	}

@@ -17,7 +17,7 @@ func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
 	if err := notStarted(ctx, "upgrade", d.Namespace, d.Name); err != nil {
 		return 0, err
 	}
-	cfg, err := m.actionConfigFor(d.Namespace, d.Redact, true)
+	cfg, err := m.actionConfigFor(ctx, d.Namespace, d.Redact, true)
 	if err != nil {
 		return 0, err
 	}

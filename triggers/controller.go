@@ -1,8 +1,9 @@
 // Package triggers is the loop that keeps each spec's releases in line with
-// its trigger object: informers and a periodic pass put spec names on one
-// queue, workers take them off one at a time per spec, observe the spec (a
-// live read of the trigger, its releases, its charts), let the pure package
-// triggers/decide plan it, and act through helmops.
+// its trigger object: informers and a periodic pass put keys (a spec, or one
+// object of a selector spec) on one queue, workers take them off one at a
+// time per key, and a Reconciler runs each through observe (triggers/observe:
+// live reads) → plan (triggers/plan: the pure decision) → apply
+// (triggers/apply: the Helm operations through helmops).
 package triggers
 
 import (
@@ -124,6 +125,8 @@ func (c *Controller) Config() *config.Config { return c.state.Config() }
 // spec, lets running reconciles finish (up to ShutdownTimeout) and returns.
 // When Fenced closes, running reconciles are cancelled at once.
 func (c *Controller) Run(ctx context.Context) error {
+	// A process that no longer leads knows nothing of the releases.
+	defer c.opts.Metrics.endTerm()
 	// From the stop on, no worker starts a reconcile, whatever is queued.
 	stopStopping := context.AfterFunc(ctx, func() { c.stopping.Store(true) })
 	defer stopStopping()

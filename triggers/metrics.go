@@ -32,6 +32,9 @@ type Metrics struct {
 	lastPass          prometheus.Gauge
 	depth             prometheus.Gauge
 	objects           *prometheus.GaugeVec
+	helmDuration      *prometheus.HistogramVec
+	passDuration      prometheus.Histogram
+	releaseSpecs      *releaseSpecGauges
 }
 
 // NewMetrics creates the control loop's metrics and registers them on reg.
@@ -59,15 +62,31 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		objects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "autox_selector_objects", Help: "Objects a selector spec selects with its trigger labels set, as of the last periodic pass, by state: served, over_limit (past maxObjects) or conflict (claimed by another spec too).",
 		}, []string{"spec", "state"}),
+		helmDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "autox_helm_operation_duration_seconds", Help: "Duration of one Helm write by action (install, upgrade, reinstall, uninstall, rollback), failed ones included.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
+		}, []string{"action"}),
+		passDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "autox_pass_duration_seconds", Help: "Duration of one periodic pass, from its listing until every spec it queued was reconciled.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 12),
+		}),
+		releaseSpecs: newReleaseSpecGauges(),
 	}
-	for _, c := range []prometheus.Collector{m.reconciles, m.reconcileDuration, m.helmOperations, m.releases, m.lastPass, m.depth, m.objects} {
+	cs := []prometheus.Collector{m.reconciles, m.reconcileDuration, m.helmOperations, m.releases, m.lastPass, m.depth, m.objects, m.helmDuration, m.passDuration}
+	for _, v := range m.releaseSpecs.vecs() {
+		cs = append(cs, v)
+	}
+	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
-	for _, r := range []string{resultSuccess, resultError} {
-		for _, a := range []string{"install", "upgrade", "reinstall", "uninstall", "rollback"} {
-			m.helmOperations.WithLabelValues(a, r)
+	// Every action's series exist from the start, so rates and alerts see
+	// the first failure.
+	for _, a := range []plan.Action{plan.ActionInstall, plan.ActionUpgrade, plan.ActionReinstall, plan.ActionUninstall, plan.ActionRollback, plan.ActionAdopt} {
+		m.helmDuration.WithLabelValues(string(a))
+		for _, r := range []string{resultSuccess, resultError} {
+			m.helmOperations.WithLabelValues(string(a), r)
 		}
 	}
 	return m, nil
@@ -77,6 +96,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 func (m *Metrics) forgetSpec(spec string) {
 	m.reconciles.DeletePartialMatch(prometheus.Labels{"spec": spec})
 	m.objects.DeletePartialMatch(prometheus.Labels{"spec": spec})
+	m.releaseSpecs.forget(spec)
 }
 
 // setObjects sets a selector spec's object counts; m may be nil.
@@ -138,8 +158,3 @@ func (noQueueMetrics) NewLongestRunningProcessorSecondsMetric(string) workqueue.
 	return noMetric{}
 }
 func (noQueueMetrics) NewRetriesMetric(string) workqueue.CounterMetric { return noMetric{} }
-
-// HelmOperation counts one Helm write of the applier by action and result.
-func (m *Metrics) HelmOperation(action plan.Action, err error) {
-	m.helmOperations.WithLabelValues(string(action), result(err)).Inc()
-}

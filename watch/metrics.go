@@ -13,6 +13,7 @@ type Metrics struct {
 	lastLoad    prometheus.Gauge
 	reloads     *prometheus.CounterVec
 	watchErrors prometheus.Counter
+	fallback    prometheus.Gauge
 }
 
 // NewMetrics creates the config file's metrics and registers them on reg.
@@ -30,8 +31,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		watchErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "autox_config_watch_errors_total", Help: "Failures of the config file watch (fsnotify); the periodic check goes on without it.",
 		}),
+		fallback: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "autox_config_watch_fallback", Help: "1 while the config directory cannot be watched and only the periodic check (--config-check-interval) sees changes.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.lastOK, m.lastLoad, m.reloads, m.watchErrors} {
+	for _, c := range []prometheus.Collector{m.lastOK, m.lastLoad, m.reloads, m.watchErrors, m.fallback} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -78,4 +82,18 @@ func (m *Metrics) watchError() {
 	if m != nil {
 		m.watchErrors.Inc()
 	}
+}
+
+// onFallback records whether changes are seen by the periodic check alone.
+func (m *Metrics) onFallback(fallback bool) {
+	if m != nil {
+		m.fallback.Set(b2f(fallback))
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

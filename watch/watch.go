@@ -273,9 +273,11 @@ func (s *session) establish(repair bool) {
 			s.failing = true
 			s.w.failed(err)
 		}
+		s.w.opts.Metrics.onFallback(true)
 		return
 	}
 	s.failing = false
+	s.w.opts.Metrics.onFallback(false)
 	if !added {
 		return
 	}
@@ -311,6 +313,7 @@ func (s *session) lose(err error) {
 	s.drop()
 	s.failing = true
 	s.w.failed(err)
+	s.w.opts.Metrics.onFallback(true)
 }
 
 func (s *session) drop() {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
 	"github.com/autox-dev/autox/internal/testenv"
@@ -74,6 +76,7 @@ type harness struct {
 	*Watcher
 	path    string
 	logs    *logCounter
+	metrics *Metrics
 	stopped chan struct{}
 	err     error
 
@@ -119,10 +122,14 @@ func (h *harness) waitSeen(t *testing.T, content, what string) {
 // nil, replaces fsnotify.
 func start(t *testing.T, path string, interval time.Duration, newNotifier func() (notifier, error)) *harness {
 	t.Helper()
-	h := &harness{path: path, logs: &logCounter{}, stopped: make(chan struct{})}
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{path: path, logs: &logCounter{}, metrics: m, stopped: make(chan struct{})}
 	w, err := New(Options{
 		Path: path, Debounce: 20 * time.Millisecond, CheckInterval: interval,
-		OnChange: h.onChange, OnWatchError: h.onWatchError, Log: h.logs.logger(),
+		OnChange: h.onChange, OnWatchError: h.onWatchError, Log: h.logs.logger(), Metrics: m,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -417,6 +424,9 @@ func TestWatcherSurvivesWatchFailures(t *testing.T) {
 			if h.Watching() {
 				t.Error("Watching() while the watch is broken")
 			}
+			if v := testutil.ToFloat64(h.metrics.fallback); v != 1 {
+				t.Errorf("autox_config_watch_fallback = %v while the watch is broken, want 1", v)
+			}
 			errs := h.errs()
 			if len(errs) != 1 || h.Stats().WatchErrors != 1 {
 				t.Fatalf("one failure over several checks must be reported once, got %d errors (%v), WatchErrors %d", len(errs), errs, h.Stats().WatchErrors)
@@ -430,6 +440,9 @@ func TestWatcherSurvivesWatchFailures(t *testing.T) {
 
 			tc.heal(f)
 			waitFor(t, "a periodic check to repair the watch", func() bool { return h.Stats().Repairs == 1 && h.Watching() })
+			if v := testutil.ToFloat64(h.metrics.fallback); v != 0 {
+				t.Errorf("autox_config_watch_fallback = %v once the watch works again, want 0", v)
+			}
 			before := h.Stats().EventChanges
 			send(t, f.last().events, fsnotify.Event{Name: path, Op: fsnotify.Write})
 			waitFor(t, "an event-driven change after the repair", func() bool { return h.Stats().EventChanges > before })

@@ -6,11 +6,10 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/autox-dev/autox/triggers/plan"
-
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/triggers/plan"
 )
 
 // Admissions are, per selector spec, the objects it serves within
@@ -110,21 +109,14 @@ func recordObjects(recs []format.Record, spec string) map[format.Object]bool {
 }
 
 // Admit computes and keeps a selector spec's admission from a listing and
-// the objects its records name.
+// the objects its records name (plan.AdmitListed): an object admitted before
+// keeps its place while it is wanted, its install may be under way and not
+// yet in the records read.
 func (ob *Observer) Admit(cfg *config.Config, specName string, listed map[format.Object]plan.TriggerRead, withReleases map[format.Object]bool) map[format.Object]bool {
 	spec := cfg.Specs[specName]
 	id := Identity(cfg, spec.Trigger)
-	// An object admitted before keeps its place while it is wanted: its
-	// install may be under way, not yet in the records read.
 	before, _ := ob.admissions.Served(specName, id)
-	kept := make(map[format.Object]bool, len(before))
-	for _, o := range before {
-		kept[o] = true
-	}
-	has := func(o format.Object) bool {
-		return kept[o] || withReleases[format.Object{Namespace: o.Namespace, Name: format.ObjectLabel(o.Name)}]
-	}
-	admitted := plan.Admit(plan.WantedObjects(ob.Claims(cfg), spec, listed), has, spec.Trigger.MaxObjects)
+	admitted := plan.AdmitListed(ob.Claims(cfg), spec, listed, before, withReleases)
 	ob.admissions.Set(specName, id, admitted, spec.Trigger.MaxObjects)
 	return admitted
 }
@@ -229,5 +221,5 @@ func (ob *Observer) SelectorObjects(ctx context.Context, cfg *config.Config, spe
 		objs = append(objs, o)
 	}
 	plan.SortObjects(objs)
-	return objs, ob.Unattributed(specName, unattributedRels, undecodable), nil
+	return objs, ob.Unattributed(cfg, specName, unattributedRels, undecodable), nil
 }

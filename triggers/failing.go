@@ -1,0 +1,202 @@
+package triggers
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/triggers/plan"
+)
+
+// What needs a human is a state that lasts, not one failed attempt: the
+// gauges here say, per release spec, how many of its releases are failing
+// now (one for a named trigger, one per object for a selector spec), so an
+// alert can wait for a failure to outlast several resyncs whatever the
+// backoff. Label values are the config's spec and release spec ids.
+
+// outcome is what one reconcile found for one release spec of one object.
+type outcome struct {
+	// failing: its release could not be made as declared (Helm, the chart,
+	// a values source, or nothing could be read).
+	failing bool
+	// source: a valuesFrom Secret or ConfigMap could not be used.
+	source bool
+	// stale: its release was left pending by a dead process and the
+	// recovery (rollback, or uninstall and install) failed.
+	stale bool
+}
+
+// outcomes decides, from one reconcile's plan failures, steps and their
+// errors (errs[i] is steps[i]'s), what each release spec came to.
+// Release specs not named are fine.
+func outcomes(o plan.Observation, failed []plan.Failure, steps []plan.Step, errs []error) map[string]outcome {
+	out := map[string]outcome{}
+	for _, f := range failed {
+		oc := out[f.ReleaseSpec]
+		oc.failing = true
+		var source *plan.SourceError
+		oc.source = oc.source || errors.As(f.Err, &source)
+		out[f.ReleaseSpec] = oc
+	}
+	stale := map[string]bool{}
+	for _, rel := range o.Current {
+		if st, _, _ := plan.ClassifyRelease(rel, rel.Owner(), nil, o.Now, o.StaleAfter); st == plan.ReleaseStaleInstall || st == plan.ReleaseStaleUpgrade {
+			stale[rel.ReleaseSpec] = true
+		}
+	}
+	for i, s := range steps {
+		if i >= len(errs) || errs[i] == nil {
+			continue
+		}
+		oc := out[s.ReleaseSpec]
+		oc.failing = true
+		oc.stale = oc.stale || stale[s.ReleaseSpec]
+		out[s.ReleaseSpec] = oc
+	}
+	return out
+}
+
+// releaseSpecGauges keeps the last outcome of each (spec, release spec,
+// object) that was not fine, and the gauges counting them.
+type releaseSpecGauges struct {
+	failing, source, stale *prometheus.GaugeVec
+
+	mu sync.Mutex
+	// last[spec][releaseSpec][object]; object "" for a named spec.
+	last map[string]map[string]map[string]outcome
+}
+
+func newReleaseSpecGauges() *releaseSpecGauges {
+	labels := []string{"spec", "release_spec"}
+	return &releaseSpecGauges{
+		failing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "autox_release_spec_failing",
+			Help: "Releases of a release spec (one per object for a selector spec) whose last reconcile failed: a Helm operation, the chart, a values source, or the reads it needs.",
+		}, labels),
+		source: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "autox_values_source_failing",
+			Help: "Releases of a release spec whose valuesFrom Secret or ConfigMap could not be used at their last reconcile (missing, no such key, not a YAML map, unreadable); the release runs on as it was.",
+		}, labels),
+		stale: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "autox_stale_release_unrecovered",
+			Help: "Releases of a release spec left pending (or uninstalling) past --helm-timeout + 30s whose recovery (rollback, or uninstall and install) failed at their last reconcile.",
+		}, labels),
+		last: map[string]map[string]map[string]outcome{},
+	}
+}
+
+// record sets the outcomes of one reconcile of spec's object (zero for the
+// spec's own key). ids are the spec's release specs in the config: each gets
+// a series (zero when fine), and those no longer in it lose theirs.
+func (g *releaseSpecGauges) record(spec string, obj format.Object, ids []string, got map[string]outcome) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	bySpec := g.last[spec]
+	if bySpec == nil {
+		bySpec = map[string]map[string]outcome{}
+	}
+	want := map[string]bool{}
+	object := obj.String()
+	if obj.IsZero() {
+		object = ""
+	}
+	for _, id := range ids {
+		want[id] = true
+		byObject := bySpec[id]
+		if byObject == nil {
+			byObject = map[string]outcome{}
+			bySpec[id] = byObject
+		}
+		if oc := got[id]; oc != (outcome{}) {
+			byObject[object] = oc
+		} else {
+			delete(byObject, object)
+		}
+		var failing, source, stale int
+		for _, oc := range byObject {
+			failing, source, stale = failing+b2i(oc.failing), source+b2i(oc.source), stale+b2i(oc.stale)
+		}
+		g.failing.WithLabelValues(spec, id).Set(float64(failing))
+		g.source.WithLabelValues(spec, id).Set(float64(source))
+		g.stale.WithLabelValues(spec, id).Set(float64(stale))
+	}
+	for id := range bySpec {
+		if !want[id] {
+			delete(bySpec, id)
+			for _, v := range g.vecs() {
+				v.DeleteLabelValues(spec, id)
+			}
+		}
+	}
+	if len(bySpec) == 0 {
+		delete(g.last, spec)
+	} else {
+		g.last[spec] = bySpec
+	}
+}
+
+func (g *releaseSpecGauges) vecs() []*prometheus.GaugeVec {
+	return []*prometheus.GaugeVec{g.failing, g.source, g.stale}
+}
+
+// reset drops every spec.
+func (g *releaseSpecGauges) reset() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.last = map[string]map[string]map[string]outcome{}
+	for _, v := range g.vecs() {
+		v.Reset()
+	}
+}
+
+// forget drops a spec that left the config.
+func (g *releaseSpecGauges) forget(spec string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.last, spec)
+	for _, v := range g.vecs() {
+		v.DeletePartialMatch(prometheus.Labels{"spec": spec})
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// HelmOperation counts one Helm write of the applier and its duration.
+func (m *Metrics) HelmOperation(action plan.Action, err error, took time.Duration) {
+	m.helmOperations.WithLabelValues(string(action), result(err)).Inc()
+	m.helmDuration.WithLabelValues(string(action)).Observe(took.Seconds())
+}
+
+// endTerm drops what a leadership term knew of release specs: a standby's
+// gauges would otherwise repeat its last term's failures forever, beside
+// what the new leader reports. m may be nil.
+func (m *Metrics) endTerm() {
+	if m != nil {
+		m.releaseSpecs.reset()
+	}
+}
+
+// releaseSpecOutcomes records one reconcile's outcomes for the release
+// specs ids of spec; m may be nil.
+func (m *Metrics) releaseSpecOutcomes(spec string, obj format.Object, ids []string, got map[string]outcome) {
+	if m != nil {
+		m.releaseSpecs.record(spec, obj, ids, got)
+	}
+}
+
+// releaseSpecIDs are the release specs of a spec in the config in force,
+// none when it left.
+func (r *Reconciler) releaseSpecIDs(spec string) []string {
+	if s := r.opts.State.Config().Specs[spec]; s != nil {
+		return s.ReleaseSpecIDs()
+	}
+	return nil
+}

@@ -1,0 +1,134 @@
+package triggers
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+
+	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/triggers/plan"
+)
+
+func TestOutcomes(t *testing.T) {
+	now := time.Now()
+	stale := &format.Release{Name: "web-b", Spec: "web", ReleaseSpec: "b", Instance: "autox", Status: release.StatusPendingUpgrade,
+		Revision: 2, LastDeployedRevision: 1, DeployedBefore: true, Modified: now.Add(-time.Hour)}
+	young := &format.Release{Name: "web-c", Spec: "web", ReleaseSpec: "c", Instance: "autox", Status: release.StatusPendingUpgrade,
+		Revision: 2, LastDeployedRevision: 1, DeployedBefore: true, Modified: now}
+	o := plan.Observation{Spec: "web", Instance: "autox", Current: []*format.Release{stale, young}, Now: now, StaleAfter: time.Minute}
+	sourceErr := fmt.Errorf("release spec s: %w", plan.NewSourceError(config.ValuesFrom{Kind: config.KindSecret, Name: "creds", Key: "values.yaml"}, "ns", errors.New("not found")))
+	failed := []plan.Failure{{ReleaseSpec: "s", Err: sourceErr}, {ReleaseSpec: "chart", Err: errors.New("no such chart")}}
+	steps := []plan.Step{{ReleaseSpec: "a"}, {ReleaseSpec: "b", Action: plan.ActionRollback}, {ReleaseSpec: "c"}, {ReleaseSpec: "d"}}
+	errs := []error{nil, errors.New("rollback failed"), errors.New("upgrade failed"), nil}
+
+	got := outcomes(o, failed, steps, errs)
+	want := map[string]outcome{
+		"s":     {failing: true, source: true},
+		"chart": {failing: true},
+		"b":     {failing: true, stale: true},
+		"c":     {failing: true}, // pending, but young: another process may be at work
+	}
+	if len(got) != len(want) {
+		t.Errorf("outcomes = %+v, want %+v", got, want)
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("release spec %s: %+v, want %+v", id, got[id], w)
+		}
+	}
+}
+
+// TestReleaseSpecGauges: the gauges count a release spec's failing objects,
+// keep a zero series for a release spec that is fine, and lose the series
+// of release specs and specs that left the config.
+func TestReleaseSpecGauges(t *testing.T) {
+	g := newReleaseSpecGauges()
+	reg := prometheus.NewRegistry()
+	for _, v := range g.vecs() {
+		reg.MustRegister(v)
+	}
+	a, b := format.Object{Namespace: "ns", Name: "a"}, format.Object{Namespace: "ns", Name: "b"}
+	ids := []string{"x", "y"}
+	g.record("sel", a, ids, map[string]outcome{"x": {failing: true, source: true}})
+	g.record("sel", b, ids, map[string]outcome{"x": {failing: true}, "y": {failing: true, stale: true}})
+	check := func(what, id string, failing, source, stale float64) {
+		t.Helper()
+		if f, s, st := testutil.ToFloat64(g.failing.WithLabelValues("sel", id)), testutil.ToFloat64(g.source.WithLabelValues("sel", id)),
+			testutil.ToFloat64(g.stale.WithLabelValues("sel", id)); f != failing || s != source || st != stale {
+			t.Errorf("%s: %s failing %v, values source %v, stale %v; want %v, %v, %v", what, id, f, s, st, failing, source, stale)
+		}
+	}
+	check("two objects failing", "x", 2, 1, 0)
+	check("two objects failing", "y", 1, 0, 1)
+
+	g.record("sel", a, ids, nil) // a is fine now
+	check("a fine again", "x", 1, 0, 0)
+	g.record("sel", b, ids, nil)
+	check("both fine", "x", 0, 0, 0)
+
+	g.record("sel", b, []string{"x"}, map[string]outcome{"x": {failing: true}}) // y left the config
+	if n := testutil.CollectAndCount(g.failing); n != 1 {
+		t.Errorf("%d series after y left the config, want 1", n)
+	}
+	g.record("named", format.Object{}, []string{"z"}, map[string]outcome{"z": {failing: true}})
+	g.forget("sel")
+	if n := testutil.CollectAndCount(g.failing); n != 1 || len(g.last["sel"]) != 0 {
+		t.Errorf("%d series after spec sel left the config, want only named's", n)
+	}
+	g.record("named", format.Object{}, nil, nil) // the spec left: nothing kept
+	if _, kept := g.last["named"]; kept || testutil.CollectAndCount(g.failing) != 0 {
+		t.Errorf("a spec without release specs keeps state: %v", g.last)
+	}
+}
+
+// TestStaleReleaseUnrecovered leaves a release pending-upgrade, as a killed
+// process would, with a record Helm cannot roll back from (its manifest is
+// not YAML): once it is stale, autox tries to recover it, fails, and says so
+// in autox_stale_release_unrecovered and autox_release_spec_failing, until
+// its leadership term ends.
+func TestStaleReleaseUnrecovered(t *testing.T) {
+	h := newHarness(t)
+	h.Deployment("web", v("1.0.0"))
+	cfg := h.config(twoReleases)
+	h.start(cfg, time.Hour)
+	h.WaitRelease("web-hello", "installed", deployedAt(1))
+	if got := testutil.ToFloat64(h.metrics.releaseSpecs.failing.WithLabelValues("web", "hello")); got != 0 {
+		t.Errorf("autox_release_spec_failing = %v for a release spec that works, want 0", got)
+	}
+	h.halt()
+
+	store := driver.NewSecrets(cluster.Client.CoreV1().Secrets(h.NS))
+	rel, err := store.Get("sh.helm.release.v1.web-hello.v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel.Version, rel.Info.Status, rel.Manifest = 2, release.StatusPendingUpgrade, "kind: [not yaml"
+	if err := store.Create("sh.helm.release.v1.web-hello.v2", rel); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour) // far past the harness's stale age
+	h.now = func() time.Time { return later }
+	h.start(cfg, 300*time.Millisecond)
+	h.waitReconciles("web", resultError, 1)
+	failing := testutil.ToFloat64(h.metrics.releaseSpecs.failing.WithLabelValues("web", "hello"))
+	stale := testutil.ToFloat64(h.metrics.releaseSpecs.stale.WithLabelValues("web", "hello"))
+	if failing != 1 || stale != 1 {
+		t.Errorf("after a failed recovery: autox_release_spec_failing %v, autox_stale_release_unrecovered %v; want 1 and 1", failing, stale)
+	}
+	// (Helm's rollback leaves a pending-rollback revision of its own.)
+	if r := h.Release("web-hello"); r.Status == release.StatusDeployed {
+		t.Fatalf("the release was recovered after all: the test's broken record no longer breaks the rollback")
+	}
+	// A process that stops leading no longer reports what it knew.
+	h.halt()
+	if n := testutil.CollectAndCount(h.metrics.releaseSpecs.failing); n != 0 {
+		t.Errorf("%d autox_release_spec_failing series after the term ended, want none", n)
+	}
+}
