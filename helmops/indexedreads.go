@@ -1,14 +1,9 @@
 package helmops
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"time"
 
@@ -34,8 +29,10 @@ var errStale = errors.New("the release record index is behind the API server for
 
 // indexedSpecReleases is specReleases through the index: the releases of
 // namespace whose newest revision matches (label equality) and is this
-// instance's, each read by name.
-func (m *Manager) indexedSpecReleases(ctx context.Context, ri *recordInformer, namespace string, match map[string]string) ([]*format.Release, error) {
+// instance's, each read by name. A release of the instance whose newest
+// record does not decode is left out and handed to undecodable.
+func (m *Manager) indexedSpecReleases(ctx context.Context, ri *recordInformer, namespace string, match map[string]string,
+	undecodable func(name string, err *UndecodableError)) ([]*format.Release, error) {
 	names := map[string]bool{}
 	for _, n := range ri.namesWithSpec(match[format.LabelSpec]) {
 		names[n] = true
@@ -55,6 +52,13 @@ func (m *Manager) indexedSpecReleases(ctx context.Context, ri *recordInformer, n
 		r, labels, err := m.indexedRelease(ctx, ri, namespace, name, func(l map[string]string) bool {
 			return labelsMatch(l, match) && format.InstanceOf(l) == m.opts.Instance
 		})
+		var u *UndecodableError
+		if errors.As(err, &u) {
+			if labelsMatch(labels, match) && (undecoded{labels: labels}).owned(m.opts.Instance) {
+				undecodable(name, u)
+			}
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -98,12 +102,12 @@ func (m *Manager) indexedRelease(ctx context.Context, ri *recordInformer, namesp
 	if want != nil && !want(newest.labels) {
 		return nil, nil, nil
 	}
-	top, meta, err := m.getRecord(ctx, namespace, newest)
+	top, meta, err := m.getRecord(ctx, namespace, name, newest)
 	if errors.Is(err, errStale) {
 		return m.liveRelease(ctx, namespace, name)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, newest.labels, err
 	}
 	// Older revisions as the index labels them: their status tells whether
 	// one was deployed; the values of the last deployed one are read when
@@ -118,7 +122,7 @@ func (m *Manager) indexedRelease(ctx context.Context, ri *recordInformer, namesp
 		revs = append(revs, &release.Release{Name: name, Version: r.revision, Info: &release.Info{Status: st}, Labels: r.labels})
 	}
 	if lastDeployed >= 0 && (top.Info == nil || (top.Info.Status != release.StatusDeployed && top.Info.Status != release.StatusSuperseded)) {
-		dep, _, err := m.getRecord(ctx, namespace, recs[lastDeployed])
+		dep, _, err := m.getRecord(ctx, namespace, name, recs[lastDeployed])
 		if errors.Is(err, errStale) {
 			return m.liveRelease(ctx, namespace, name)
 		}
@@ -135,23 +139,27 @@ func (m *Manager) indexedRelease(ctx context.Context, ri *recordInformer, namesp
 }
 
 // liveRelease reads every record of release name with a live LIST: what
-// indexedRelease falls back to, and what a Manager without an index does.
+// indexedRelease falls back to. A newest record that does not decode is an
+// *UndecodableError (with that record's labels).
 func (m *Manager) liveRelease(ctx context.Context, namespace, name string) (*format.Release, map[string]string, error) {
-	groups, err := m.query(ctx, namespace, map[string]string{"name": name})
+	recs, err := m.listRecords(ctx, namespace, map[string]string{"name": name})
 	if err != nil {
 		return nil, nil, err
 	}
-	var labels map[string]string
-	if revs := groups[name]; len(revs) > 0 {
-		newest := revs[0]
-		for _, r := range revs {
-			if r.Version > newest.Version {
-				newest = r
-			}
-		}
-		labels = newest.Labels
+	switch verdict, u := judgeNewest(recs.revisions(name), recs.decoded[name], recs.undecoded[name]); verdict {
+	case releaseGone:
+		return nil, nil, nil
+	case releaseUndecodable:
+		return nil, u.labels, u.error(namespace, name)
 	}
-	rels := m.releases(ctx, namespace, groups, func(*format.Release) bool { return true })
+	var labels map[string]string
+	newest := 0
+	for _, r := range recs.decoded[name] {
+		if r.Version > newest {
+			newest, labels = r.Version, r.Labels
+		}
+	}
+	rels := m.releases(ctx, namespace, map[string][]*release.Release{name: recs.decoded[name]}, func(*format.Release) bool { return true })
 	if len(rels) == 0 {
 		return nil, nil, nil
 	}
@@ -175,21 +183,23 @@ func modifiedOf(r *format.Release, labels map[string]string, meta metav1.ObjectM
 // getRecord reads one record by name and decodes it. errStale when it is
 // gone (the API server says so of this record) or was written since the
 // index saw it.
-func (m *Manager) getRecord(ctx context.Context, namespace string, rec indexedRecord) (*release.Release, metav1.ObjectMeta, error) {
+func (m *Manager) getRecord(ctx context.Context, namespace, name string, rec indexedRecord) (*release.Release, metav1.ObjectMeta, error) {
 	var (
 		meta metav1.ObjectMeta
-		data []byte
+		data string
+		kind = "Secret"
 		err  error
 	)
 	if m.opts.StorageDriver == DriverConfigMap {
+		kind = "ConfigMap"
 		cm, gerr := m.clientset.CoreV1().ConfigMaps(namespace).Get(ctx, rec.key, metav1.GetOptions{})
 		if err = gerr; err == nil {
-			meta, data = cm.ObjectMeta, []byte(cm.Data["release"])
+			meta, data = cm.ObjectMeta, cm.Data["release"]
 		}
 	} else {
 		s, gerr := m.clientset.CoreV1().Secrets(namespace).Get(ctx, rec.key, metav1.GetOptions{})
 		if err = gerr; err == nil {
-			meta, data = s.ObjectMeta, s.Data["release"]
+			meta, data = s.ObjectMeta, string(s.Data["release"])
 		}
 	}
 	if err != nil {
@@ -203,7 +213,7 @@ func (m *Manager) getRecord(ctx context.Context, namespace string, rec indexedRe
 	}
 	rls, err := decodeRecord(data)
 	if err != nil {
-		return nil, meta, fmt.Errorf("cannot decode release record %s (the newest revision it holds is not judged by an older one): %w", rec.key, err)
+		return nil, meta, &UndecodableError{Namespace: namespace, Name: name, Kind: kind, Record: rec.key, Revision: rec.revision, Cause: err}
 	}
 	rls.Labels = meta.Labels
 	return rls, meta, nil
@@ -218,30 +228,4 @@ func recordNotFound(err error, key string) bool {
 	}
 	d := status.Status().Details
 	return d != nil && d.Name == key
-}
-
-// decodeRecord is Helm's decoding of a record's data: base64 of (gzip of)
-// the release's JSON.
-func decodeRecord(data []byte) (*release.Release, error) {
-	b := make([]byte, base64.StdEncoding.DecodedLen(len(data)))
-	n, err := base64.StdEncoding.Decode(b, data)
-	if err != nil {
-		return nil, err
-	}
-	b = b[:n]
-	if len(b) > 3 && bytes.Equal(b[:3], []byte{0x1f, 0x8b, 0x08}) {
-		r, err := gzip.NewReader(bytes.NewReader(b))
-		if err != nil {
-			return nil, err
-		}
-		defer r.Close()
-		if b, err = io.ReadAll(r); err != nil {
-			return nil, err
-		}
-	}
-	var rls release.Release
-	if err := json.Unmarshal(b, &rls); err != nil {
-		return nil, err
-	}
-	return &rls, nil
 }

@@ -166,7 +166,7 @@ func setStatus(t *testing.T, ns, name string, revision int, status string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rls, err := decodeRecord(s.Data["release"])
+	rls, err := decodeRecord(string(s.Data["release"]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func copyRecord(t *testing.T, ns, name string, from, to int, labels map[string]s
 	if err != nil {
 		t.Fatal(err)
 	}
-	rls, err := decodeRecord(s.Data["release"])
+	rls, err := decodeRecord(string(s.Data["release"]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,8 +398,9 @@ func TestOwnWritesAreRead(t *testing.T) {
 }
 
 // TestUndecodableNewestRecordIsAnError: a newest record the index names
-// whose content cannot be decoded makes the release's namespace an error,
-// never a release judged by the revision before it.
+// whose content cannot be decoded makes the release an *UndecodableError
+// (beside the readable releases), never a release judged by the revision
+// before it.
 func TestUndecodableNewestRecordIsAnError(t *testing.T) {
 	ctx := context.Background()
 	m := newManager(t, DriverSecret)
@@ -419,11 +420,12 @@ func TestUndecodableNewestRecordIsAnError(t *testing.T) {
 	}
 	caughtUp(t, ix, ns)
 	rels, err := indexed.SpecReleases(ctx, []string{ns}, "spec")
-	if err == nil || FailedNamespaces(err)[ns] == false {
-		t.Errorf("SpecReleases = %v, %v; want an error for %s", names(rels), err, ns)
+	var u *UndecodableError
+	if !errors.As(FailedReleases(err)[ns+"/r"], &u) || u.Revision != 2 || len(rels) != 0 {
+		t.Errorf("SpecReleases = %v, %v; want release %s/r undecodable at revision 2", names(rels), err, ns)
 	}
-	if r, err := indexed.Lookup(ctx, ns, "r"); err == nil {
-		t.Errorf("Lookup = %+v; want an error", r)
+	if r, err := indexed.Lookup(ctx, ns, "r"); !errors.As(err, &u) {
+		t.Errorf("Lookup = %+v, %v; want an *UndecodableError", r, err)
 	}
 }
 

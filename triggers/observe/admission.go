@@ -148,14 +148,17 @@ func (ob *Observer) listObjects(ctx context.Context, cfg *config.Config, spec *c
 // and long object names, whose whole name is in the values). From record
 // metadata (the index, where there is one) when every release names its
 // object in full: the sweep of a spec with thousands of objects then reads
-// no release record. Releases in a namespace that cannot be read are not
+// no release record (a release whose newest record does not decode but
+// whose labels name its object is its object's: that object's reconcile
+// reads it and fails). Releases in a namespace that cannot be read are not
 // seen: their objects' own reconciles report that namespace, and nothing
-// there is taken for absent.
-func (ob *Observer) specObjects(ctx context.Context, specName string) ([]*format.Release, error) {
+// there is taken for absent. undecodable are the spec's releases read whole
+// whose newest record does not decode (helmops.FailedReleases).
+func (ob *Observer) specObjects(ctx context.Context, specName string) (rels []*format.Release, undecodable map[string]error, err error) {
 	if ob.opts.Records != nil {
 		recs, err := ob.opts.Records.Managed(ctx, ob.opts.GCNamespaces())
 		if err != nil && helmops.FailedNamespaces(err) == nil {
-			return nil, fmt.Errorf("cannot read releases of spec %s: %w", specName, err)
+			return nil, nil, fmt.Errorf("cannot read releases of spec %s: %w", specName, err)
 		}
 		var out []*format.Release
 		whole := true
@@ -171,14 +174,15 @@ func (ob *Observer) specObjects(ctx context.Context, specName string) ([]*format
 				Instance: r.Instance, ObjectNamespace: r.ObjectNamespace, ObjectName: r.ObjectName, Revision: r.Revision})
 		}
 		if whole {
-			return out, nil
+			return out, nil, nil
 		}
 	}
-	rels, err := ob.opts.Releases.SpecReleases(ctx, ob.opts.GCNamespaces(), specName)
-	if err != nil && helmops.FailedNamespaces(err) == nil {
-		return nil, fmt.Errorf("cannot read releases of spec %s: %w", specName, err)
+	rels, err = ob.opts.Releases.SpecReleases(ctx, ob.opts.GCNamespaces(), specName)
+	undecodable = helmops.FailedReleases(err)
+	if err != nil && helmops.FailedNamespaces(err) == nil && undecodable == nil {
+		return nil, nil, fmt.Errorf("cannot read releases of spec %s: %w", specName, err)
 	}
-	return rels, nil
+	return rels, undecodable, nil
 }
 
 // overLimit tells whether a wanted object without releases is past its
@@ -213,17 +217,20 @@ func (ob *Observer) overLimit(ctx context.Context, cfg *config.Config, specName 
 // its releases names (a deleted object's releases are found this way; its
 // own reconcile confirms the deletion by name). Releases of the spec that
 // name no object were made before it had a selector: they are returned as
-// unattributed.
-func (ob *Observer) SelectorObjects(ctx context.Context, cfg *config.Config, specName string) (objs []format.Object, unattributed []*format.Release, err error) {
+// the observation of the unattributed (Unattributed), with the spec's
+// releases whose newest record cannot be decoded, which are not known to
+// name an object and keep that observation incomplete.
+func (ob *Observer) SelectorObjects(ctx context.Context, cfg *config.Config, specName string) (objs []format.Object, unattributed *Observed, err error) {
 	spec := cfg.Specs[specName]
 	listed, err := ob.listObjects(ctx, cfg, spec)
 	if err != nil {
 		return nil, nil, err
 	}
-	rels, err := ob.specObjects(ctx, specName)
+	rels, undecodable, err := ob.specObjects(ctx, specName)
 	if err != nil {
 		return nil, nil, err
 	}
+	var unattributedRels []*format.Release
 	withReleases := map[format.Object]bool{}
 	for _, rel := range rels {
 		if rel.ObjectName != "" {
@@ -239,7 +246,7 @@ func (ob *Observer) SelectorObjects(ctx context.Context, cfg *config.Config, spe
 		o := rel.TriggerObject()
 		switch {
 		case o.IsZero():
-			unattributed = append(unattributed, rel)
+			unattributedRels = append(unattributedRels, rel)
 		case o.Name == rel.ObjectName && !format.ObjectLabelIsName(o.Name):
 			// A long name whose values do not give it back: its release
 			// cannot be tied to an object, and is left alone.
@@ -253,5 +260,5 @@ func (ob *Observer) SelectorObjects(ctx context.Context, cfg *config.Config, spe
 		objs = append(objs, o)
 	}
 	plan.SortObjects(objs)
-	return objs, unattributed, nil
+	return objs, ob.Unattributed(cfg, specName, unattributedRels, undecodable), nil
 }
