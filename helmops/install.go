@@ -40,7 +40,7 @@ type Desired struct {
 func (m *Manager) newInstall(ctx context.Context, d Desired, complete bool) (*action.Install, *action.Configuration, error) {
 	cfg, err := m.actionConfigFor(ctx, d.Namespace, d.Redact, complete)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("cannot install release %s/%s: %w", d.Namespace, d.Name, err)
 	}
 	in := action.NewInstall(cfg)
 	in.ReleaseName = d.Name

@@ -22,7 +22,7 @@ func (m *Manager) Rollback(ctx context.Context, namespace, name string, toRevisi
 	}
 	cfg, err := m.actionConfig(ctx, namespace, hide)
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot roll back release %s/%s: %w", namespace, name, err)
 	}
 	rb := action.NewRollback(cfg)
 	rb.Version = toRevision

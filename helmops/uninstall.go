@@ -40,7 +40,7 @@ func (m *Manager) uninstall(ctx context.Context, namespace, name string, hide *r
 	}
 	cfg, err := m.actionConfig(ctx, namespace, hide)
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot uninstall release %s/%s: %w", namespace, name, err)
 	}
 	un := action.NewUninstall(cfg)
 	un.Timeout = m.opts.Timeout

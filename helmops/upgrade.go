@@ -19,7 +19,7 @@ func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
 	}
 	cfg, err := m.actionConfigFor(ctx, d.Namespace, d.Redact, true)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("cannot upgrade release %s/%s: %w", d.Namespace, d.Name, err)
 	}
 	up := action.NewUpgrade(cfg)
 	up.Namespace = d.Namespace

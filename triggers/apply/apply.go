@@ -227,7 +227,11 @@ func (a *Applier) proveReplacement(ctx context.Context, o *observe.Observed, s p
 		}
 	}
 	if next == nil {
-		return nil // nothing to prove: the plan installs nothing for it
+		// The plan tied the removal to an install that is not among the
+		// steps (held back): nothing proves the replacement, so the old
+		// release stays.
+		return fmt.Errorf("release %s/%s is kept: the install of its replacement (release spec %s) is not in this reconcile",
+			s.Namespace, s.Release, s.ReplacedBy)
 	}
 	d, err := a.desired(ctx, o, *next)
 	if err == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -219,5 +220,21 @@ func TestApplyProvesAReplacementFirst(t *testing.T) {
 				t.Errorf("errors %v, then %v", first, after)
 			}
 		})
+	}
+}
+
+// TestReplacementMissingKeepsTheOld: a removal tied to a replacement whose
+// install is not among the steps (held back, as ManagedSet.Admit does) is
+// an error and removes nothing: nothing proved the replacement.
+func TestReplacementMissingKeepsTheOld(t *testing.T) {
+	o := &observe.Observed{Observation: plan.Observation{Spec: "s", Config: &config.Spec{}}}
+	steps := []plan.Step{{Action: plan.ActionUninstall, Spec: "s", ReleaseSpec: "a", Release: "r", Namespace: "old", ReplacedBy: "a"}}
+	h := &orderHelm{}
+	errs := New(Options{Helm: h, Log: zerolog.Nop()}).Apply(context.Background(), o, steps)
+	if len(h.calls) != 0 {
+		t.Errorf("calls %q, want none", h.calls)
+	}
+	if len(errs) != 1 || errs[0] == nil || !strings.Contains(errs[0].Error(), "old/r is kept") {
+		t.Errorf("errors %v, want the removal kept", errs)
 	}
 }
