@@ -43,6 +43,9 @@ type Observation struct {
 	// object (made while it named one trigger): no object wants them, and
 	// Config is nil, so they are decided like those of a removed spec.
 	Unattributed bool
+	// SpecSuspended says the spec is suspended where Config cannot say so
+	// (Unattributed releases): nothing is written for them.
+	SpecSuspended bool
 	// Current are the spec's own releases in the namespaces that could be read.
 	Current []*format.Release
 	// Unread maps a namespace whose release records could not be read to the
@@ -67,6 +70,10 @@ type ReleaseSpecObservation struct {
 	// Sources are the live reads of the release spec's valuesFrom entries,
 	// in their order; read only while the trigger is wanted.
 	Sources []SourceValue
+	// Attempts are the failed attempts recorded for the release spec's
+	// release (read only for a release spec with remediation retries; nil
+	// when none are recorded).
+	Attempts *Attempts
 	// Err is a failure to read any of it: the release spec then fails and
 	// nothing is done for it.
 	Err error
@@ -94,12 +101,29 @@ type Step struct {
 	// Hide redacts the values of this release (desired, current, last
 	// deployed) from every text its operation produces.
 	Hide *redact.Redactor `json:"-"`
+
+	// The release policies that shaped the step (policies.go).
+	//
+	// Pending is what a suspended, waiting or exhausted step would do
+	// without what holds it; Suspended says what suspends it ("spec",
+	// "releaseSpec"); Policies are the release spec's policies and its
+	// remediation state; After are the release specs whose steps in this
+	// plan must succeed before this one starts.
+	Pending   Action    `json:"pending,omitempty"`
+	Suspended string    `json:"suspended,omitempty"`
+	Policies  *Policies `json:"policies,omitempty"`
+	After     []string  `json:"after,omitempty"`
+
+	// state is the release's state as classified; removal marks the leading
+	// steps of releases no release spec wants.
+	state   ReleaseState
+	removal bool
 }
 
 // Changes reports whether the step would make a Helm write.
 func (s Step) Changes() bool {
 	switch s.Action {
-	case ActionNone, ActionConflict, ActionWait:
+	case ActionNone, ActionConflict, ActionWait, ActionSuspended, ActionExhausted:
 		return false
 	}
 	return true
@@ -136,9 +160,9 @@ type Plan struct {
 	TriggerReason string
 }
 
-// Decide plans one spec from its observation: the one decision of autox,
-// which run, plan and the quiet pass share.
-func Decide(o Observation) Plan {
+// decide plans one spec from its observation before the policies that
+// hold or order its steps (Decide).
+func decide(o Observation) Plan {
 	var res Plan
 	spec := o.Config
 	state, triggerReason := TriggerOf(o)
@@ -161,13 +185,14 @@ func Decide(o Observation) Plan {
 				reason = "release spec now wants " + rs.Namespace + "/" + rs.ReleaseName
 			}
 		}
-		relState, stateReason, _ := ClassifyRelease(rel, rel.Owner(), nil, o.Now, o.StaleAfter)
+		relState, stateReason, _ := ClassifyRelease(rel, rel.Owner(), nil, o.Now, StaleAfterFor(rs, o.StaleAfter))
 		action := ActionFor(TriggerSpecRemoved, relState, config.OnChangeUpgrade)
 		if action == ActionWait {
 			reason = stateReason
 		}
 		res.Steps = append(res.Steps, Step{Action: action, Spec: o.Spec, ReleaseSpec: rel.ReleaseSpec, Release: rel.Name,
-			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, Object: releaseObject(rel), Hide: redactorOf(nil, rel, nil)})
+			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, Object: releaseObject(rel), Hide: redactorOf(nil, rel, nil),
+			state: relState, removal: true})
 	}
 	if o.Unattributed {
 		for i := range res.Steps {
@@ -236,11 +261,12 @@ func stepFor(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObs
 		}
 	}
 	owner := format.Owner{Spec: o.Spec, ReleaseSpec: id, Instance: o.Instance, Object: o.Object}
-	relState, relReason, err := ClassifyRelease(rel, owner, want, o.Now, o.StaleAfter)
+	relState, relReason, err := ClassifyRelease(rel, owner, want, o.Now, StaleAfterFor(rs, o.StaleAfter))
 	if err != nil {
 		return step, err
 	}
 	step.Action = ActionFor(state, relState, rs.OnChange)
+	step.state, step.Policies = relState, policiesOf(rs)
 	switch {
 	case state == TriggerConflict || state == TriggerOverLimit:
 		step.Reason = triggerReason
@@ -251,6 +277,7 @@ func stepFor(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObs
 	default:
 		step.Reason = relReason
 	}
+	remediate(&step, rs, ro, rel, state)
 	return step, nil
 }
 
