@@ -68,8 +68,10 @@ func current(rels ...*format.Release) func(o *Observation) {
 }
 
 var (
-	triggerGone  = func(o *Observation) { o.Trigger = TriggerRead{} }
-	newLabel     = func(o *Observation) { o.Trigger = TriggerRead{Found: true, Labels: map[string]string{"app.kubernetes.io/version": "3.0.0"}} }
+	triggerGone = func(o *Observation) { o.Trigger = TriggerRead{} }
+	newLabel    = func(o *Observation) {
+		o.Trigger = TriggerRead{Found: true, Labels: map[string]string{"app.kubernetes.io/version": "3.0.0"}}
+	}
 	suspendSpec  = func(o *Observation) { o.Config.Suspend = true }
 	bDependsOnA  = policy("b", func(rs *config.ReleaseSpec) { rs.DependsOn = []string{"a"} })
 	bothDeployed = current(deployed("a"), deployed("b"))
@@ -134,10 +136,14 @@ func TestDecidePolicies(t *testing.T) {
 
 		// Timeout: the unlock age.
 		{"a short timeout makes a pending upgrade stale sooner", observation(all(policy("a", func(rs *config.ReleaseSpec) { rs.Timeout = "1m" }), current(
-			with(deployed("a"), func(r *format.Release) { r.Status, r.Revision, r.Modified = release.StatusPendingUpgrade, 3, planNow.Add(-2 * time.Minute) }), deployed("b")))),
+			with(deployed("a"), func(r *format.Release) {
+				r.Status, r.Revision, r.Modified = release.StatusPendingUpgrade, 3, planNow.Add(-2*time.Minute)
+			}), deployed("b")))),
 			[]want{{"rollback", "web-a", "", "left pending-upgrade for 2m0s"}, {"unchanged", "web-b", "", ""}}, nil},
 		{"by default the same pending upgrade is young", observation(current(
-			with(deployed("a"), func(r *format.Release) { r.Status, r.Revision, r.Modified = release.StatusPendingUpgrade, 3, planNow.Add(-2 * time.Minute) }), deployed("b"))),
+			with(deployed("a"), func(r *format.Release) {
+				r.Status, r.Revision, r.Modified = release.StatusPendingUpgrade, 3, planNow.Add(-2*time.Minute)
+			}), deployed("b"))),
 			[]want{{"wait", "web-a", "", "pending-upgrade since 2m0s"}, {"unchanged", "web-b", "", ""}}, nil},
 
 		// dependsOn.
@@ -147,7 +153,9 @@ func TestDecidePolicies(t *testing.T) {
 			[]want{{"unchanged", "web-a", "", ""}, {"install", "web-b", "", ""}}, nil},
 		{"a dependency locked: wait", observation(all(bDependsOnA, current(with(deployed("a"), func(r *format.Release) { r.Status, r.Modified = release.StatusPendingInstall, planNow })))),
 			[]want{{"wait", "web-a", "", "pending-install"}, {"wait", "web-b", "install", "waits for release spec a: release ns/web-a is not deployed: wait"}}, nil},
-		{"a dependency that cannot be decided: wait", observation(all(bDependsOnA, func(o *Observation) { o.ReleaseSpecs["a"] = ReleaseSpecObservation{Err: errors.New("cannot load chart")} })),
+		{"a dependency that cannot be decided: wait", observation(all(bDependsOnA, func(o *Observation) {
+			o.ReleaseSpecs["a"] = ReleaseSpecObservation{Err: errors.New("cannot load chart")}
+		})),
 			[]want{{"wait", "web-b", "install", "waits for release spec a: it could not be decided"}}, []string{"a"}},
 		{"a dependency suspended before it was installed: wait", observation(all(bDependsOnA, policy("a", func(rs *config.ReleaseSpec) { rs.Suspend = true }))),
 			[]want{{"suspended", "web-a", "install", ""}, {"wait", "web-b", "install", "waits for release spec a: release ns/web-a is not deployed: suspended"}}, nil},
@@ -309,7 +317,9 @@ func TestTriageSuspended(t *testing.T) {
 		mut(cfg, &s)
 		return s
 	}
-	gone := func(cfg *config.Config, s *Survey) { s.Listed["web"] = Listing{OK: true, Objects: map[format.Object]TriggerRead{}} }
+	gone := func(cfg *config.Config, s *Survey) {
+		s.Listed["web"] = Listing{OK: true, Objects: map[format.Object]TriggerRead{}}
+	}
 	cases := []struct {
 		name          string
 		survey        Survey
