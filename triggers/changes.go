@@ -14,6 +14,7 @@ import (
 func (c *Controller) ApplyConfig(ctx context.Context, cfg *config.Config) config.Changes {
 	old := c.state.Apply(cfg)
 	c.index.Store(buildIndex(cfg))
+	c.opts.Metrics.setSuspended(cfg)
 	changes := config.Diff(old, cfg)
 	c.informers.sync(ctx, cfg)
 	c.sources.sync(ctx, cfg)

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -30,8 +29,8 @@ type Helm interface {
 	Install(ctx context.Context, d helmops.Desired) (int, error)
 	Upgrade(ctx context.Context, d helmops.Desired) (int, error)
 	Reinstall(ctx context.Context, d helmops.Desired) (int, error)
-	Uninstall(ctx context.Context, namespace, name string, hide *redact.Redactor) error
-	Rollback(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor) error
+	UninstallWith(ctx context.Context, namespace, name string, hide *redact.Redactor, p helmops.Policy) error
+	RollbackWith(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor, p helmops.Policy) error
 }
 
 // Charts loads a chart for an operation (observe.Observer.LoadChart).
@@ -49,6 +48,10 @@ type Options struct {
 	Charts Charts
 	// ConfigDir is the directory chart paths are relative to (the config in force).
 	ConfigDir func() string
+	// Attempts records the failed attempts of release specs with
+	// remediation retries; nil records nothing (their failures then fail
+	// the step).
+	Attempts AttemptRecords
 	// Events and Operations are optional.
 	Events     record.EventRecorder
 	Operations Operations
@@ -103,6 +106,7 @@ func (a *Applier) Report(o *observe.Observed, p plan.Plan) error {
 	case plan.TriggerOverLimit:
 		a.event(o.Ref, corev1.EventTypeWarning, "TriggerOverLimit", "spec %s: %s", o.Spec, p.TriggerReason)
 	}
+	a.reportSuspended(o, p)
 	return errors.Join(errs...)
 }
 
@@ -116,29 +120,14 @@ func (a *Applier) Report(o *observe.Observed, p plan.Plan) error {
 func (a *Applier) Apply(ctx context.Context, o *observe.Observed, steps []plan.Step) []error {
 	errs := make([]error, len(steps))
 	removals := 0
-	for removals < len(steps) && steps[removals].Action == plan.ActionUninstall {
+	// An uninstall that waits for another step (dependsOn) is a release
+	// spec's, not a removal: it runs with the steps it is ordered with.
+	for removals < len(steps) && steps[removals].Action == plan.ActionUninstall && len(steps[removals].After) == 0 {
 		removals++
 	}
+	r := newRun(steps, errs)
 	for _, group := range [][2]int{{0, removals}, {removals, len(steps)}} {
-		var wg sync.WaitGroup
-		slots := make(chan struct{}, StepsInParallel)
-		for i := group[0]; i < group[1]; i++ {
-			slots <- struct{}{}
-			if ctx.Err() != nil {
-				<-slots
-				s := steps[i]
-				errs[i] = fmt.Errorf("release %s/%s not changed: %w", s.Namespace, s.Release, ctx.Err())
-				continue
-			}
-			wg.Add(1)
-			go func(i int) {
-				defer func() { <-slots; wg.Done() }()
-				if err := a.step(ctx, o, steps[i]); err != nil {
-					errs[i] = fmt.Errorf("%w: %w", ErrStepFailed, err)
-				}
-			}(i)
-		}
-		wg.Wait()
+		a.runGroup(ctx, o, r, group[0], group[1])
 	}
 	return errs
 }
@@ -154,10 +143,17 @@ func (a *Applier) step(ctx context.Context, o *observe.Observed, s plan.Step) er
 	switch s.Action {
 	case plan.ActionNone:
 		log.Debug().Int("revision", s.Revision).Msg("nothing to do for release")
-		return nil
+		return a.remember(ctx, s, nil)
 	case plan.ActionWait:
-		log.Info().Int("revision", s.Revision).Msg("waiting: release is locked by another operation")
+		log.Info().Int("revision", s.Revision).Msg("waiting: " + s.Reason)
 		return nil
+	case plan.ActionSuspended, plan.ActionExhausted:
+		ev := log.Info()
+		if !(plan.Step{Action: s.Pending}).Changes() {
+			ev = log.Debug()
+		}
+		ev.Int("revision", s.Revision).Str("pending", string(s.Pending)).Msg("held, no Helm write: " + s.Reason)
+		return nil // a suspended release spec gets no write at all, its records included
 	case plan.ActionConflict:
 		if o.State == plan.TriggerConflict {
 			log.Warn().Msg("trigger object claimed by more than one spec; leaving its releases alone")
@@ -169,10 +165,10 @@ func (a *Applier) step(ctx context.Context, o *observe.Observed, s plan.Step) er
 	case plan.ActionInstall, plan.ActionUpgrade, plan.ActionReinstall:
 		rev, err = a.install(ctx, o, s)
 	case plan.ActionUninstall:
-		err = a.opts.Helm.Uninstall(ctx, s.Namespace, s.Release, s.Hide)
+		err = a.opts.Helm.UninstallWith(ctx, s.Namespace, s.Release, s.Hide, policyOf(o, s))
 		rev = s.Revision
 	case plan.ActionRollback:
-		err = a.opts.Helm.Rollback(ctx, s.Namespace, s.Release, s.RollbackTo, s.Hide)
+		err = a.opts.Helm.RollbackWith(ctx, s.Namespace, s.Release, s.RollbackTo, s.Hide, policyOf(o, s))
 		rev = s.Revision + 1
 	default:
 		return fmt.Errorf("unknown action %q", s.Action)
@@ -193,7 +189,7 @@ func (a *Applier) step(ctx context.Context, o *observe.Observed, s plan.Step) er
 	} else {
 		a.event(o.Ref, corev1.EventTypeNormal, eventReasons[s.Action], "%s release %s/%s (revision %d): %s", pastTense[s.Action], s.Namespace, s.Release, rev, s.Reason)
 	}
-	return err
+	return a.attempted(ctx, o, s, err)
 }
 
 // install runs an install, upgrade or reinstall of the step's desired
@@ -208,16 +204,16 @@ func (a *Applier) install(ctx context.Context, o *observe.Observed, s plan.Step)
 		var id plan.ChartID
 		var err error
 		if ch, id, err = a.opts.Charts(ctx, ref, a.opts.ConfigDir()); err != nil {
-			return 0, err
+			return 0, fmt.Errorf("%w: %w", errNoAttempt, err)
 		}
 		// Otherwise every pass would see a difference and upgrade again.
 		if id.Name != ref.Name || id.Version != ref.Version {
-			return 0, fmt.Errorf("chart %s %s from %s is named %s %s in its Chart.yaml; fix the repository or the config",
-				ref.Name, ref.Version, ref.Repo, id.Name, id.Version)
+			return 0, fmt.Errorf("%w: chart %s %s from %s is named %s %s in its Chart.yaml; fix the repository or the config",
+				errNoAttempt, ref.Name, ref.Version, ref.Repo, id.Name, id.Version)
 		}
 	}
 	d := helmops.Desired{Spec: s.Spec, ReleaseSpec: s.ReleaseSpec, Object: o.Object, Name: s.Release, Namespace: s.Namespace, Chart: ch,
-		Values: s.Desired.Values, Digest: s.Desired.Digest, Revision: s.Desired.Revision, Redact: s.Hide}
+		Values: s.Desired.Values, Digest: s.Desired.Digest, Revision: s.Desired.Revision, Redact: s.Hide, Policy: policyOf(o, s)}
 	switch s.Action {
 	case plan.ActionInstall:
 		return a.opts.Helm.Install(ctx, d)

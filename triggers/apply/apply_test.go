@@ -58,7 +58,7 @@ func (h *stepHelm) Install(_ context.Context, d helmops.Desired) (int, error) {
 	})
 }
 
-func (h *stepHelm) Uninstall(_ context.Context, _, name string, _ *redact.Redactor) error {
+func (h *stepHelm) UninstallWith(_ context.Context, _, name string, _ *redact.Redactor, _ helmops.Policy) error {
 	return h.op(name, true, func() error { return nil })
 }
 
