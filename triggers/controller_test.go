@@ -58,6 +58,8 @@ type harness struct {
 	reads   *liveReads
 	// sources, if set, reads values sources (else a SourceReader).
 	sources observe.ValuesSources
+	// spy, if set, wraps the controller's Helm to watch its operations.
+	spy func(Helm) Helm
 }
 
 func newHarness(t *testing.T) *harness {
@@ -109,7 +111,11 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	if h.sources != nil {
 		sources = h.sources
 	}
-	rec := NewReconciler(ReconcilerOptions{Helm: helm, Charts: helmops.LocalCharts{}, Triggers: reads, Sources: sources, Inventory: inv,
+	var writes Helm = helm
+	if h.spy != nil {
+		writes = h.spy(helm)
+	}
+	rec := NewReconciler(ReconcilerOptions{Helm: writes, Charts: helmops.LocalCharts{}, Triggers: reads, Sources: sources, Inventory: inv,
 		Attempts: attempts.Store{Client: cs, Instance: helm.Instance()}, State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(), Log: log, Metrics: m})
 	ctrl = NewController(Options{Reconciler: rec, Inventory: inv, Metadata: meta, Workers: 2, Resync: resync,
 		ShutdownTimeout: h.shutdown(), RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Backoff: h.backoff, Metrics: m, Log: log})
