@@ -24,9 +24,9 @@ func (e *env) cli(wantCode int, args ...string) string {
 	return p.Output()
 }
 
-func (e *env) plan(config string) []planStep {
+func (e *env) plan(config string, extra ...string) []planStep {
 	e.t.Helper()
-	out := e.cli(0, "plan", "--config", config, "-o", "json")
+	out := e.cli(0, append([]string{"plan", "--config", config, "-o", "json"}, extra...)...)
 	var steps []planStep
 	if err := json.Unmarshal([]byte(out), &steps); err != nil {
 		e.t.Fatalf("plan -o json: %v\n%s", err, out)

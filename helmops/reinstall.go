@@ -96,6 +96,18 @@ func installManifest(rel *release.Release) string {
 // dryRunCreate sends each object of manifest to the API server as a dry-run
 // create and returns every refusal but AlreadyExists.
 func dryRunCreate(ctx context.Context, kc kube.Interface, manifest string) error {
+	return eachObject(ctx, kc, manifest, func(info *resource.Info) error {
+		_, err := resource.NewHelper(info.Client, info.Mapping).DryRun(true).Create(info.Namespace, true, info.Object)
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("the API server refuses %s: %w", info.ObjectName(), err)
+		}
+		return nil
+	})
+}
+
+// eachObject calls check for each object of manifest and returns every
+// error it returned; it stops when ctx ends.
+func eachObject(ctx context.Context, kc kube.Interface, manifest string, check func(*resource.Info) error) error {
 	objects, err := kc.Build(strings.NewReader(manifest), false)
 	if err != nil {
 		return fmt.Errorf("cannot build the release's objects: %w", err)
@@ -105,10 +117,7 @@ func dryRunCreate(ctx context.Context, kc kube.Interface, manifest string) error
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		_, err := resource.NewHelper(info.Client, info.Mapping).DryRun(true).Create(info.Namespace, true, info.Object)
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			errs = append(errs, fmt.Errorf("the API server refuses %s: %w", info.ObjectName(), err))
-		}
+		errs = append(errs, check(info))
 	}
 	return errors.Join(errs...)
 }

@@ -60,6 +60,9 @@ type harness struct {
 	sources observe.ValuesSources
 	// spy, if set, wraps the controller's Helm to watch its operations.
 	spy func(Helm) Helm
+	// managed, if set, makes the record of managed namespaces the
+	// Reconciler keeps (else none).
+	managed func(*ConfigState) *ManagedSet
 }
 
 func newHarness(t *testing.T) *harness {
@@ -115,8 +118,13 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	if h.spy != nil {
 		writes = h.spy(helm)
 	}
+	var managed *ManagedSet
+	if h.managed != nil {
+		managed = h.managed(state)
+	}
 	rec := NewReconciler(ReconcilerOptions{Helm: writes, Charts: helmops.LocalCharts{}, Triggers: reads, Sources: sources, Inventory: inv,
-		Attempts: attempts.Store{Client: cs, Instance: helm.Instance()}, State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(), Log: log, Metrics: m})
+		Attempts: attempts.Store{Client: cs, Instance: helm.Instance()}, State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(),
+		Log: log, Metrics: m, Managed: managed})
 	ctrl = NewController(Options{Reconciler: rec, Inventory: inv, Metadata: meta, Workers: 2, Resync: resync,
 		ShutdownTimeout: h.shutdown(), RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Backoff: h.backoff, Metrics: m, Log: log})
 	h.ctrl, h.metrics, h.reads = ctrl, m, reads

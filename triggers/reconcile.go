@@ -3,6 +3,7 @@ package triggers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -49,6 +50,9 @@ type ReconcilerOptions struct {
 	// Metrics and Events are optional.
 	Metrics *Metrics
 	Events  record.EventRecorder
+	// Managed, if set, records the namespaces this instance manages in the
+	// cluster (DESIGN §4); installs wait until their namespace is recorded.
+	Managed *ManagedSet
 }
 
 // Attempts reads and writes the records of failed attempts (attempts.Store).
@@ -85,6 +89,9 @@ func NewReconciler(opts ReconcilerOptions) *Reconciler {
 		ConfigDir: func() string { return opts.State.Config().Dir }, Attempts: opts.Attempts, Events: opts.Events, Operations: ops, Log: opts.Log})
 	return r
 }
+
+// Managed is the record of managed namespaces the Reconciler keeps, or nil.
+func (r *Reconciler) Managed() *ManagedSet { return r.opts.Managed }
 
 // State is the config state the Reconciler decides with.
 func (r *Reconciler) State() *ConfigState { return r.opts.State }
@@ -151,7 +158,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) (follow []string
 		r.opts.Metrics.releaseSpecOutcomes(specName, obj, ids, all)
 		return nil, err
 	}
-	err = r.run(ctx, o, start)
+	err = r.run(ctx, o, start, func(ctx context.Context) (*observe.Observed, error) {
+		return r.observer.Observe(ctx, cfg, specName, obj)
+	})
 	if !obj.IsZero() && !o.State.Wanted() && o.State != plan.TriggerConflict {
 		r.observer.Admissions().Leave(specName, obj)
 	}
@@ -173,17 +182,47 @@ func (r *Reconciler) sweep(ctx context.Context, cfg *config.Config, specName str
 	for _, o := range objs {
 		follow = append(follow, ObjectKey(specName, o))
 	}
-	return follow, r.run(ctx, r.observer.Unattributed(cfg, specName, unattributed), start)
+	return follow, r.run(ctx, r.observer.Unattributed(cfg, specName, unattributed), start, nil)
 }
 
-// run decides an observation and applies its plan.
-func (r *Reconciler) run(ctx context.Context, o *observe.Observed, start time.Time) error {
+// run decides an observation and applies its plan. The steps after the
+// plan's removals were decided on the cluster before them: a name or
+// objects a removal frees are another release spec's at once. So when a
+// removal ran and other steps follow, the key is observed again (reobserve,
+// nil when there is nothing to read again) and those steps decided anew,
+// in the same reconcile: never left to the next pass.
+func (r *Reconciler) run(ctx context.Context, o *observe.Observed, start time.Time, reobserve func(context.Context) (*observe.Observed, error)) error {
 	p := plan.Decide(o.Observation)
-	reported := r.applier.Report(o, p)
-	stepErrs := r.applier.Apply(ctx, o, p.Steps)
-	err := errors.Join(append([]error{reported}, stepErrs...)...)
+	// An install into a namespace the record of managed namespaces does
+	// not hold yet waits (ManagedSet.Admit), and so does the removal that
+	// waits for it as its replacement; the other steps go on. applied and
+	// stepErrs are the steps run and their errors, for the outcomes.
+	var errs, stepErrs []error
+	var applied []plan.Step
+	if n := plan.LeadingRemovals(p.Steps); n == 0 || reobserve == nil || (n == len(p.Steps) && len(p.Failed) == 0) {
+		steps, held := r.opts.Managed.Admit(ctx, p.Steps)
+		applied, stepErrs = steps, r.applier.Apply(ctx, o, steps)
+		errs = append([]error{r.applier.Report(o, p), held}, stepErrs...)
+	} else {
+		steps, held := r.opts.Managed.Admit(ctx, p.Steps)
+		removalErrs, removed := r.applier.RemoveFirst(ctx, o, steps)
+		applied, stepErrs = steps[:len(removalErrs)], removalErrs
+		errs = append([]error{held}, removalErrs...)
+		again, err := reobserve(ctx)
+		if err != nil {
+			// The rest waits for the retry, which observes anew.
+			errs = append(errs, r.applier.Report(o, p), fmt.Errorf("cannot decide again after the removals: %w", err))
+		} else {
+			o, p = again, plan.Decide(again.Observation)
+			steps, held := r.opts.Managed.Admit(ctx, p.Steps)
+			after := r.applier.ApplyAfter(ctx, o, steps, removed)
+			applied, stepErrs = append(applied, steps...), append(stepErrs, after...)
+			errs = append(append(errs, r.applier.Report(o, p), held), after...)
+		}
+	}
+	err := errors.Join(errs...)
 	r.count(o.Spec, err, start)
-	r.opts.Metrics.releaseSpecOutcomes(o.Spec, o.Object, r.releaseSpecIDs(o.Spec), outcomes(o.Observation, p.Failed, p.Steps, stepErrs))
+	r.opts.Metrics.releaseSpecOutcomes(o.Spec, o.Object, r.releaseSpecIDs(o.Spec), outcomes(o.Observation, p.Failed, applied, stepErrs))
 	ev := r.opts.Log.Debug()
 	if err != nil {
 		ev = r.opts.Log.Error().Err(err)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -34,6 +35,9 @@ type clusterFlags struct {
 	maxHistory                int
 	kubeAPIQPS                float32
 	kubeAPIBurst              int
+	// leaderElectionNamespace holds the Lease and the record of the
+	// namespaces the instance manages, which plan and list read too.
+	leaderElectionNamespace string
 }
 
 func (c *clusterFlags) register(fs *pflag.FlagSet) {
@@ -44,6 +48,8 @@ func (c *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&c.maxHistory, "max-history", 10, "revisions kept per release")
 	fs.Float32Var(&c.kubeAPIQPS, "kube-api-qps", -1, "client-side limit of the requests per second autox sends to the API server, Helm's included; -1: no client-side limit (the API server's priority and fairness protects it, and --workers bounds the requests in flight)")
 	fs.IntVar(&c.kubeAPIBurst, "kube-api-burst", 300, "requests autox may send at once above --kube-api-qps, when that is positive")
+	fs.StringVar(&c.leaderElectionNamespace, "leader-election-namespace", defaultLeaseNamespace(),
+		"namespace of the leader election Lease and of the ConfigMap "+triggers.ManagedSetName("<instance>")+" that records the namespaces the instance has managed")
 }
 
 // clusterDeps are the clients built from clusterFlags.
@@ -63,7 +69,7 @@ func (c *clusterFlags) connect(version string, log zerolog.Logger) (*clusterDeps
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	rc, err := c.restConfig(version)
+	rc, err := c.restConfig(version, log)
 	if err != nil {
 		return nil, err
 	}
@@ -113,14 +119,14 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 }
 
 // reconciler builds the one kind of Reconciler that run and plan share, so
-// they cannot disagree about what to do. m and events may be nil (plan).
+// they cannot disagree about what to do. m, events and managed may be nil (plan).
 func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts helmops.ChartSource, helmTimeout time.Duration,
-	m *triggers.Metrics, events record.EventRecorder, log zerolog.Logger) *triggers.Reconciler {
+	m *triggers.Metrics, events record.EventRecorder, managed *triggers.ManagedSet, log zerolog.Logger) *triggers.Reconciler {
 	return triggers.NewReconciler(triggers.ReconcilerOptions{
 		Helm: d.helm, Charts: charts, Triggers: observe.TriggerReader{Client: d.meta, Mapper: d.mapper}, Inventory: d.inv,
 		Sources:  d.sources(),
 		Attempts: attempts.Store{Client: d.client, Instance: d.helm.Instance()},
-		State:    state, StaleAfter: helmTimeout + 30*time.Second, Log: log, Metrics: m, Events: events,
+		State:    state, StaleAfter: helmTimeout + 30*time.Second, Log: log, Metrics: m, Events: events, Managed: managed,
 	})
 }
 
@@ -135,7 +141,8 @@ func (d *clusterDeps) sources() observe.ValuesSources {
 }
 
 // restConfig follows DESIGN §6: --kubeconfig, else in-cluster, else
-// $KUBECONFIG, else ~/.kube/config. version goes into the User-Agent.
+// $KUBECONFIG, else ~/.kube/config. version goes into the User-Agent. The
+// API server's warnings are counted and logged without their text.
 //
 // A positive --kube-api-qps is one token bucket that every client built
 // from the config shares (rest.CopyConfig keeps it): it bounds what the
@@ -145,7 +152,7 @@ func (d *clusterDeps) sources() observe.ValuesSources {
 // priority and fairness, GA since Kubernetes 1.29) do: the server queues and
 // sheds load per flow itself, and autox's requests in flight are bounded by
 // its workers (each makes its requests one after another).
-func (c *clusterFlags) restConfig(version string) (*rest.Config, error) {
+func (c *clusterFlags) restConfig(version string, log zerolog.Logger) (*rest.Config, error) {
 	var (
 		cfg *rest.Config
 		err error
@@ -166,6 +173,16 @@ func (c *clusterFlags) restConfig(version string) (*rest.Config, error) {
 		cfg.QPS = -1 // 0 would be client-go's default of 5 per second
 	}
 	cfg.Wrap(countRequests)
+	handleWarnings(cfg, log)
 	cfg.UserAgent = "autox/" + version
 	return cfg, nil
+}
+
+// rememberManaged puts the namespaces the instance has recorded into state,
+// reading only (plan, list), so that what they show covers the releases left
+// in a namespace the config dropped. The error says they may be incomplete.
+func (d *clusterDeps) rememberManaged(ctx context.Context, c *clusterFlags, state *triggers.ConfigState) error {
+	recorded, err := triggers.ReadManagedSet(ctx, d.client.CoreV1(), c.leaderElectionNamespace, c.instance)
+	state.Remember(recorded)
+	return err
 }
