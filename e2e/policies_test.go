@@ -86,8 +86,10 @@ specs:
 // TestSuspendedSpec: a policy-only change writes nothing; a suspended spec
 // whose trigger is deleted, then comes back with another label value, gets
 // no Helm write at all while `plan` and `list` show it suspended with what
-// it would do; setting suspend back reconciles it at once (the pass runs
-// once an hour here: only the config change can have done it).
+// it would do (and an Event says changes are pending); setting suspend back
+// reconciles it at once (the pass runs once an hour here: only the config
+// change can have done it); removing a suspended spec from the file
+// uninstalls its release.
 func TestSuspendedSpec(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -124,6 +126,7 @@ func TestSuspendedSpec(t *testing.T) {
 	if s := e.policyPlan(cfg)["web-hello"]; s.Action != "suspended" || s.Pending != "upgrade" || !strings.Contains(s.Reason, "values changed") {
 		t.Errorf("plan of the suspended spec relabelled: %+v", s)
 	}
+	e.waitEvent("web", "SuspendedChangesPending")
 	var rows []struct{ Release, Suspended string }
 	if err := json.Unmarshal([]byte(e.cli(0, "list", "--config", cfg, "-o", "json")), &rows); err != nil || len(rows) != 1 || rows[0].Suspended != "spec" {
 		t.Errorf("list of the suspended spec: %+v, %v", rows, err)
@@ -144,6 +147,12 @@ func TestSuspendedSpec(t *testing.T) {
 	if n := passesSince(p, 0); n != 1 {
 		t.Errorf("%d passes: the resume must not have waited for one", n)
 	}
+
+	// Removing a suspended spec from the file is a removal like any other.
+	config("\n    suspend: true", "")
+	e.waitLogCount(p, reloadLine, 4)
+	e.WriteConfig("\nnamespaces: [{{.NS}}]\nspecs: {}\n")
+	e.WaitRelease("web-hello", "uninstalled with its suspended spec", gone)
 	if code := p.Stop(patience); code != 0 {
 		t.Fatalf("SIGTERM: exit code %d", code)
 	}
