@@ -80,6 +80,15 @@ specs:
 	if !strings.Contains(list, `"api-hello"`) || strings.Contains(list, `"web-hello"`) || strings.Contains(list, `"other-hello"`) {
 		t.Errorf("list --orphans does not show the release left in the dropped namespace:\n%s", list)
 	}
+	if strings.Contains(list, "no record of the namespaces") {
+		t.Errorf("list warns of a missing record that exists:\n%s", list)
+	}
+	// Run from a laptop, without the flag, the record is looked for in
+	// "default": an instance with no record there gets told which flag to set.
+	if out := e.cli(0, "list", "--config", dropped, "--instance", "nobody"); !strings.Contains(out, "no record of the namespaces") ||
+		!strings.Contains(out, "--leader-election-namespace") {
+		t.Errorf("list does not warn that the record is not in the namespace it read:\n%s", out)
+	}
 	uninstall := false
 	for _, s := range e.plan(dropped, "--leader-election-namespace", e.NS) {
 		if s.Release == "api-hello" && s.Namespace == b {

@@ -144,7 +144,7 @@ func TestRenamesKeepExperimentsRunning(t *testing.T) {
 	e.undisturbed("untouched", e.Release("exp-stay"), stay, stayUID)
 
 	var listed []struct{ Release, Spec, ReleaseSpec string }
-	out := e.cli(0, "list", "--config", k.Path(), "-o", "json")
+	out := e.cliStdout(0, "list", "--config", k.Path(), "-o", "json")
 	if err := json.Unmarshal([]byte(out), &listed); err != nil {
 		t.Fatalf("list -o json: %v\n%s", err, out)
 	}

@@ -59,16 +59,23 @@ func (m *Manager) Reinstall(ctx context.Context, d Desired) (int, error) {
 // server-side dry-run create. An object of the running release answers
 // AlreadyExists, which the API server checks only after validating it.
 func (m *Manager) dryRunInstall(ctx context.Context, d Desired) error {
-	in, cfg, err := m.newInstall(d)
+	in, cfg, err := m.newInstall(ctx, d)
 	if err != nil {
 		return err
 	}
 	in.DryRun = true
 	in.DryRunOption = "server"
-	rel, err := in.RunWithContext(ctx, d.Chart, d.Values)
-	if err == nil {
-		err = dryRunCreate(ctx, cfg.KubeClient, installManifest(rel))
-	}
+	// Helm renders (its lookups read the cluster) and maps the objects
+	// without a context, and the dry-run creates take none either: the
+	// caller stops waiting when ctx ends, which a dry run, writing nothing,
+	// allows.
+	err = m.untilDone(ctx, func() error {
+		rel, err := in.RunWithContext(ctx, d.Chart, d.Values)
+		if err == nil {
+			err = dryRunCreate(ctx, cfg.KubeClient, installManifest(rel))
+		}
+		return err
+	})
 	if err != nil {
 		m.forgetCapabilities()
 		return d.Redact.Error(err)

@@ -36,20 +36,26 @@ func (m *Manager) DryRunReplacement(ctx context.Context, d Desired, old Ref) err
 	if err := notStarted(ctx, "dry run", d.Namespace, d.Name); err != nil {
 		return err
 	}
-	in, cfg, err := m.newInstall(d)
+	in, cfg, err := m.newInstall(ctx, d)
 	if err != nil {
 		return err
 	}
 	in.DryRun = true
 	in.DryRunOption = "server"
 	in.TakeOwnership = true // ownership is checked below, old's objects allowed
-	rel, err := in.RunWithContext(ctx, d.Chart, d.Values)
-	if err == nil {
-		manifest := installManifest(rel)
-		if err = owners(ctx, cfg.KubeClient, manifest, Ref{Namespace: d.Namespace, Name: d.Name}, old); err == nil {
-			err = dryRunCreate(ctx, cfg.KubeClient, manifest)
+	// As in dryRunInstall: Helm's rendering and mapping take no context, so
+	// the caller stops waiting when ctx ends; a dry run writes nothing.
+	err = m.untilDone(ctx, func() error {
+		rel, err := in.RunWithContext(ctx, d.Chart, d.Values)
+		if err != nil {
+			return err
 		}
-	}
+		manifest := installManifest(rel)
+		if err := owners(ctx, cfg.KubeClient, manifest, Ref{Namespace: d.Namespace, Name: d.Name}, old); err != nil {
+			return err
+		}
+		return dryRunCreate(ctx, cfg.KubeClient, manifest)
+	})
 	if err != nil {
 		m.forgetCapabilities()
 		return fmt.Errorf("release %s/%s does not render or validate: %w", d.Namespace, d.Name, d.Redact.Error(err))

@@ -50,7 +50,11 @@ func (c *ChartCache) repoChart(ctx context.Context, ref config.Chart) ([]byte, e
 	if len(cv.URLs) == 0 {
 		return nil, fmt.Errorf("chart %s %s in repository %s has no download URL", ref.Name, ref.Version, withoutUserinfo(repoURL))
 	}
-	defer c.lock("chart " + repoURL + " " + ref.Name + " " + ref.Version)()
+	unlock, err := c.lock(ctx, "chart "+repoURL+" "+ref.Name+" "+ref.Version)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if cv.Digest != "" {
 		if data, ok := c.cached("sha256-" + cv.Digest); ok {
 			return data, nil // another worker fetched it meanwhile
@@ -105,7 +109,11 @@ func (c *ChartCache) index(ctx context.Context, repoURL string, entry *repo.Entr
 	if ci != nil && now.Sub(ci.fetched) < c.opts.Refresh {
 		return ci.index, nil
 	}
-	defer c.lock("index " + repoURL)()
+	unlock, err := c.lock(ctx, "index "+repoURL)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	c.mu.Lock()
 	ci = c.indexes[repoURL]
 	c.mu.Unlock()

@@ -25,7 +25,7 @@ func (m *Manager) RollbackWith(ctx context.Context, namespace, name string, toRe
 	if err := notStarted(ctx, "rollback", namespace, name); err != nil {
 		return err
 	}
-	cfg, err := m.actionConfig(namespace, hide)
+	cfg, err := m.actionConfig(ctx, namespace, hide)
 	if err != nil {
 		return err
 	}

@@ -295,7 +295,7 @@ func TestOwnNamespaceRBAC(t *testing.T) {
 	if err := m.Sync(ctx); err != nil {
 		t.Errorf("updating the record: %v", err)
 	}
-	if got, err := triggers.ReadManagedSet(ctx, client.CoreV1(), home, format.DefaultInstance); err != nil || strings.Join(got, ",") != "default,more" {
+	if got, _, err := triggers.ReadManagedSet(ctx, client.CoreV1(), home, format.DefaultInstance); err != nil || strings.Join(got, ",") != "default,more" {
 		t.Errorf("reading the record: %v, %v", got, err)
 	}
 	if _, err := client.CoreV1().ConfigMaps(home).Get(ctx, "autox-config", metav1.GetOptions{}); !apierrors.IsForbidden(err) {

@@ -57,6 +57,10 @@ func (c *Controller) orphanSpecs(ctx context.Context) ([]string, error) {
 	return OrphanSpecs(ctx, c.opts.Inventory, c.state)
 }
 
+// managedSyncTimeout bounds one Sync of the managed-namespaces record
+// outside a reconcile.
+const managedSyncTimeout = 10 * time.Second
+
 // syncManaged brings the record of managed namespaces in line with the
 // config state (ManagedSet.Sync). A failure is reported and changes nothing:
 // garbage collection goes on in the namespaces it knows of, installs into a
@@ -66,6 +70,12 @@ func (c *Controller) syncManaged(ctx context.Context) {
 	if m == nil || ctx.Err() != nil {
 		return
 	}
+	// A config reload waits for this (it runs under the lock that orders
+	// reloads with the term's end): a slow API server must not hold a stop
+	// or the next reload for long. An install into a namespace left
+	// unrecorded waits for a later Sync (ManagedSet.Admit).
+	ctx, cancel := context.WithTimeout(ctx, managedSyncTimeout)
+	defer cancel()
 	if err := m.Sync(ctx); err != nil {
 		c.opts.Log.Error().Err(err).Msg("cannot keep the record of the namespaces this instance manages; " +
 			"garbage collection covers the config's namespaces and those already known, installs into a namespace not recorded yet wait")

@@ -2,6 +2,7 @@ package triggers
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -28,6 +29,9 @@ import (
 const (
 	managedPrefix = "autox-namespaces-"
 	managedKey    = "namespaces"
+	// termKey holds a token of the leadership term that last claimed the
+	// record (see ManagedSet.claimed).
+	termKey = "term"
 )
 
 // ManagedSetName is the name of the ConfigMap recording the namespaces
@@ -58,7 +62,7 @@ func parseManaged(cm *corev1.ConfigMap, instance string) ([]string, error) {
 }
 
 // managedConfigMap is base (nil: a new object) holding set.
-func managedConfigMap(base *corev1.ConfigMap, namespace, instance string, set []string) *corev1.ConfigMap {
+func managedConfigMap(base *corev1.ConfigMap, namespace, instance, term string, set []string) *corev1.ConfigMap {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ManagedSetName(instance)}}
 	if base != nil {
 		cm = base.DeepCopy()
@@ -76,6 +80,7 @@ func managedConfigMap(base *corev1.ConfigMap, namespace, instance string, set []
 		text += "\n"
 	}
 	cm.Data[managedKey] = text
+	cm.Data[termKey] = term
 	return cm
 }
 
@@ -117,9 +122,11 @@ func notFoundNamesIt(err error, name string) bool {
 
 // ReadManagedSet returns the namespaces instance has recorded, without
 // writing anything (plan and list): none when it has recorded none yet.
-func ReadManagedSet(ctx context.Context, client typedcorev1.ConfigMapsGetter, namespace, instance string) ([]string, error) {
-	_, set, err := getManaged(ctx, client, namespace, instance)
-	return set, err
+// found says whether the record exists at all; when it does not, the
+// namespace asked may not be the one the running instance writes to.
+func ReadManagedSet(ctx context.Context, client typedcorev1.ConfigMapsGetter, namespace, instance string) (set []string, found bool, err error) {
+	cm, set, err := getManaged(ctx, client, namespace, instance)
+	return set, cm != nil, err
 }
 
 // ManagedSetOptions configure a ManagedSet.
@@ -146,14 +153,23 @@ type ManagedSet struct {
 	// base is nil when it does not exist.
 	loaded bool
 	once   bool // the first load of the term is done
-	base   *corev1.ConfigMap
-	stored []string
+	// term is this term's token, written with every write; claimed says a
+	// write of this term has succeeded. Until then the term writes even an
+	// unchanged set once: the new resourceVersion makes a write of an
+	// earlier term still in flight (sent on the resourceVersion both read)
+	// fail with a Conflict instead of undoing what this term relies on.
+	term    string
+	claimed bool
+	base    *corev1.ConfigMap
+	stored  []string
 	// recorded is stored for readers that must not wait for a write.
 	recorded atomic.Pointer[[]string]
 }
 
 // NewManagedSet returns the record of opts.Instance for one term.
-func NewManagedSet(opts ManagedSetOptions) *ManagedSet { return &ManagedSet{opts: opts} }
+func NewManagedSet(opts ManagedSetOptions) *ManagedSet {
+	return &ManagedSet{opts: opts, term: rand.Text()}
+}
 
 // Sync reads the record (once per term, and again after a conflict), takes
 // its namespaces into the state, and writes it when the state asks for a
@@ -170,7 +186,7 @@ func (m *ManagedSet) Sync(ctx context.Context) error {
 			}
 		}
 		want := m.opts.State.Record(m.stored)
-		if slices.Equal(want, m.stored) && (m.base != nil || len(want) == 0) {
+		if slices.Equal(want, m.stored) && (m.base != nil || len(want) == 0) && (m.claimed || m.base == nil) {
 			m.opts.State.Recorded(m.stored)
 			return nil
 		}
@@ -208,7 +224,7 @@ func (m *ManagedSet) load(ctx context.Context) error {
 
 func (m *ManagedSet) write(ctx context.Context, want []string) error {
 	cms := m.opts.Client.ConfigMaps(m.opts.Namespace)
-	obj := managedConfigMap(m.base, m.opts.Namespace, m.opts.Instance, want)
+	obj := managedConfigMap(m.base, m.opts.Namespace, m.opts.Instance, m.term, want)
 	var (
 		out *corev1.ConfigMap
 		err error
@@ -224,7 +240,7 @@ func (m *ManagedSet) write(ctx context.Context, want []string) error {
 	added, removed := setDiff(m.stored, want)
 	m.opts.Log.Info().Strs("added", added).Strs("removed", removed).Str("configMap", m.opts.Namespace+"/"+out.Name).
 		Msg("recorded the namespaces this instance manages")
-	m.base, m.stored = out, want
+	m.base, m.stored, m.claimed = out, want, true
 	m.recorded.Store(&want)
 	m.opts.State.Recorded(want)
 	return nil
@@ -239,48 +255,45 @@ func (m *ManagedSet) Holds(ns string) bool {
 // Admit holds back the installs into namespaces the record does not hold
 // yet, after one attempt to record them: a release installed there could
 // not be found by a later start-up cleanup once its namespace left the
-// config. The other steps go ahead. A nil ManagedSet admits everything.
-func (m *ManagedSet) Admit(ctx context.Context, steps []plan.Step) ([]plan.Step, error) {
+// config. A held install becomes a failure of its release spec (an Event,
+// autox_release_spec_failing, a retry), and the removal that waits for it
+// as its replacement waits with it: without the install, nothing would
+// prove the replacement before the release it replaces goes. The other
+// steps go ahead. A nil ManagedSet admits everything.
+func (m *ManagedSet) Admit(ctx context.Context, p plan.Plan) plan.Plan {
 	if m == nil {
-		return steps, nil
+		return p
 	}
 	missing := func(s plan.Step) bool {
 		return (s.Action == plan.ActionInstall || s.Action == plan.ActionReinstall) && !m.Holds(s.Namespace)
 	}
-	if !slices.ContainsFunc(steps, missing) {
-		return steps, nil
+	if !slices.ContainsFunc(p.Steps, missing) {
+		return p
 	}
 	syncErr := m.Sync(ctx)
-	var (
-		out  []plan.Step
-		held []string
-	)
-	heldSpecs := map[string]bool{}
 	key := func(s plan.Step, releaseSpec string) string { return s.Spec + "\x00" + s.Object + "\x00" + releaseSpec }
-	for _, s := range steps {
-		if missing(s) {
-			held = append(held, s.Namespace+"/"+s.Release)
-			heldSpecs[key(s, s.ReleaseSpec)] = true
-		}
-	}
-	for _, s := range steps {
-		// A removal that waits for its replacement's install waits with it:
-		// without the install in the steps, nothing would prove the
-		// replacement before the release it replaces goes.
-		if missing(s) || (s.ReplacedBy != "" && heldSpecs[key(s, s.ReplacedBy)]) {
+	held := map[string]bool{}
+	out := p
+	out.Steps, out.Failed = nil, slices.Clone(p.Failed)
+	for _, s := range p.Steps {
+		if !missing(s) {
 			continue
 		}
-		out = append(out, s)
+		held[key(s, s.ReleaseSpec)] = true
+		err := fmt.Errorf("not installing release %s/%s: its namespace is not recorded in ConfigMap %s/%s yet, and a release there could leak once the namespace leaves the config; retrying",
+			s.Namespace, s.Release, m.opts.Namespace, ManagedSetName(m.opts.Instance))
+		if syncErr != nil {
+			err = fmt.Errorf("%w: %w", err, syncErr)
+		}
+		out.Failed = append(out.Failed, plan.Failure{ReleaseSpec: s.ReleaseSpec, Release: s.Release, Namespace: s.Namespace, Err: err})
 	}
-	if len(held) == 0 {
-		return out, nil
+	for _, s := range p.Steps {
+		if missing(s) || (s.ReplacedBy != "" && held[key(s, s.ReplacedBy)]) {
+			continue
+		}
+		out.Steps = append(out.Steps, s)
 	}
-	err := fmt.Errorf("not installing %s: the namespace is not recorded in ConfigMap %s/%s yet, and a release there could leak once the namespace leaves the config",
-		strings.Join(held, ", "), m.opts.Namespace, ManagedSetName(m.opts.Instance))
-	if syncErr != nil {
-		err = fmt.Errorf("%w: %w", err, syncErr)
-	}
-	return out, err
+	return out
 }
 
 // setDiff returns what want adds to and removes from had (both sorted).

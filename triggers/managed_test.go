@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/internal/testenv"
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
@@ -54,8 +55,8 @@ func TestManagedSetInTheCluster(t *testing.T) {
 	home := cluster.Namespace(t)
 	state := NewConfigState(namespaces("a", "b"))
 	m := newManagedSet(cluster.Client, home, "one", state)
-	if steps, err := m.Admit(ctx, []plan.Step{installStep("a")}); err != nil || len(steps) != 1 {
-		t.Fatalf("Admit before any record = %v, %v: the install should record its namespace and go ahead", steps, err)
+	if p := m.Admit(ctx, plan.Plan{Steps: []plan.Step{installStep("a")}}); len(p.Failed) != 0 || len(p.Steps) != 1 {
+		t.Fatalf("Admit before any record = %+v: the install should record its namespace and go ahead", p)
 	}
 	cm := recordOf(t, home, "one")
 	if cm == nil || cm.Data["namespaces"] != "a\nb\n" || cm.Labels[format.LabelInstance] != "one" {
@@ -188,12 +189,12 @@ func TestUnreadableManagedSet(t *testing.T) {
 			}
 			// Only installs into a namespace not recorded wait.
 			upgrade := plan.Step{Action: plan.ActionUpgrade, Namespace: "a", Release: "up"}
-			steps, err := m.Admit(ctx, []plan.Step{installStep("a"), upgrade})
-			if err == nil || !strings.Contains(err.Error(), "not installing a/r-a") || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Admit error %v", err)
+			p := m.Admit(ctx, plan.Plan{Steps: []plan.Step{installStep("a"), upgrade}})
+			if len(p.Failed) != 1 || !strings.Contains(p.Failed[0].Err.Error(), "not installing release a/r-a") || !strings.Contains(p.Failed[0].Err.Error(), tc.want) {
+				t.Errorf("Admit failures %+v", p.Failed)
 			}
-			if len(steps) != 1 || steps[0].Release != "up" {
-				t.Errorf("Admit let through %v, want the upgrade only", steps)
+			if len(p.Steps) != 1 || p.Steps[0].Release != "up" {
+				t.Errorf("Admit let through %v, want the upgrade only", p.Steps)
 			}
 		})
 	}
@@ -256,11 +257,18 @@ func TestInstallWaitsForTheRecord(t *testing.T) {
 	if cm := recordOf(t, home, "autox"); cm != nil {
 		t.Fatalf("a record was written while ConfigMaps failed: %v", cm.Data)
 	}
+	// The held install is a failure of its release spec, where alerts look.
+	if got := testutil.ToFloat64(h.metrics.releaseSpecs.failing.WithLabelValues("web", "hello")); got != 1 {
+		t.Errorf("autox_release_spec_failing = %v while the install is held, want 1", got)
+	}
 	failing.Store(false)
 	h.WaitRelease("web-hello", "installed once its namespace is recorded", deployedAt(1))
 	if cm := recordOf(t, home, "autox"); cm == nil || cm.Data["namespaces"] != h.NS+"\n" {
 		t.Errorf("the record after the install: %+v", cm)
 	}
+	testenv.Eventually(t, patience, "the release spec no longer failing", func() (bool, error) {
+		return testutil.ToFloat64(h.metrics.releaseSpecs.failing.WithLabelValues("web", "hello")) == 0, nil
+	})
 }
 
 // TestCleanupWithAnUnreadableRecord: a record that cannot be read (here a
@@ -296,5 +304,42 @@ func TestCleanupWithAnUnreadableRecord(t *testing.T) {
 	}
 	if cm := recordOf(t, home, "autox"); cm.ResourceVersion != foreign.ResourceVersion {
 		t.Errorf("the foreign ConfigMap was written: %v", cm.Data)
+	}
+}
+
+// TestNewTermClaimsTheRecord: a new term's first Sync writes the record even
+// when its set is unchanged, so a write of the term before it, still in
+// flight on the resourceVersion both read, fails with a Conflict instead of
+// undoing the record the new term relies on. Later Syncs of the term with
+// nothing to change write nothing.
+func TestNewTermClaimsTheRecord(t *testing.T) {
+	ctx := context.Background()
+	home := cluster.Namespace(t)
+	old := newManagedSet(cluster.Client, home, "one", NewConfigState(namespaces("a", "b")))
+	if err := old.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rv := recordOf(t, home, "one").ResourceVersion
+
+	next := newManagedSet(cluster.Client, home, "one", NewConfigState(namespaces("a", "b")))
+	if err := next.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	claimed := recordOf(t, home, "one")
+	if claimed.ResourceVersion == rv || claimed.Data["namespaces"] != "a\nb\n" {
+		t.Fatalf("the new term did not claim the record (resourceVersion %s -> %s, %q)", rv, claimed.ResourceVersion, claimed.Data["namespaces"])
+	}
+	// The old term's write, decided on what it read: b found empty.
+	if err := old.write(ctx, []string{"a"}); !apierrors.IsConflict(err) {
+		t.Errorf("a write of the ended term on the old resourceVersion = %v, want a Conflict", err)
+	}
+	if got := recordOf(t, home, "one"); got.Data["namespaces"] != "a\nb\n" || got.ResourceVersion != claimed.ResourceVersion {
+		t.Errorf("the ended term changed the record: %q", got.Data["namespaces"])
+	}
+	if err := next.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := recordOf(t, home, "one").ResourceVersion; got != claimed.ResourceVersion {
+		t.Errorf("an unchanged set was written again in the same term (resourceVersion %s -> %s)", claimed.ResourceVersion, got)
 	}
 }

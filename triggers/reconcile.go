@@ -192,32 +192,30 @@ func (r *Reconciler) sweep(ctx context.Context, cfg *config.Config, specName str
 // nil when there is nothing to read again) and those steps decided anew,
 // in the same reconcile: never left to the next pass.
 func (r *Reconciler) run(ctx context.Context, o *observe.Observed, start time.Time, reobserve func(context.Context) (*observe.Observed, error)) error {
-	p := plan.Decide(o.Observation)
 	// An install into a namespace the record of managed namespaces does
-	// not hold yet waits (ManagedSet.Admit), and so does the removal that
-	// waits for it as its replacement; the other steps go on. applied and
-	// stepErrs are the steps run and their errors, for the outcomes.
+	// not hold yet waits (ManagedSet.Admit: a failure of its release spec),
+	// and so does the removal that waits for it as its replacement; the
+	// other steps go on. applied and stepErrs are the steps run and their
+	// errors, for the outcomes.
+	p := r.opts.Managed.Admit(ctx, plan.Decide(o.Observation))
 	var errs, stepErrs []error
 	var applied []plan.Step
 	if n := plan.LeadingRemovals(p.Steps); n == 0 || reobserve == nil || (n == len(p.Steps) && len(p.Failed) == 0) {
-		steps, held := r.opts.Managed.Admit(ctx, p.Steps)
-		applied, stepErrs = steps, r.applier.Apply(ctx, o, steps)
-		errs = append([]error{r.applier.Report(o, p), held}, stepErrs...)
+		applied, stepErrs = p.Steps, r.applier.Apply(ctx, o, p.Steps)
+		errs = append([]error{r.applier.Report(o, p)}, stepErrs...)
 	} else {
-		steps, held := r.opts.Managed.Admit(ctx, p.Steps)
-		removalErrs, removed := r.applier.RemoveFirst(ctx, o, steps)
-		applied, stepErrs = steps[:len(removalErrs)], removalErrs
-		errs = append([]error{held}, removalErrs...)
+		removalErrs, removed := r.applier.RemoveFirst(ctx, o, p.Steps)
+		applied, stepErrs = p.Steps[:len(removalErrs)], removalErrs
+		errs = removalErrs
 		again, err := reobserve(ctx)
 		if err != nil {
 			// The rest waits for the retry, which observes anew.
 			errs = append(errs, r.applier.Report(o, p), fmt.Errorf("cannot decide again after the removals: %w", err))
 		} else {
-			o, p = again, plan.Decide(again.Observation)
-			steps, held := r.opts.Managed.Admit(ctx, p.Steps)
-			after := r.applier.ApplyAfter(ctx, o, steps, removed)
-			applied, stepErrs = append(applied, steps...), append(stepErrs, after...)
-			errs = append(append(errs, r.applier.Report(o, p), held), after...)
+			o, p = again, r.opts.Managed.Admit(ctx, plan.Decide(again.Observation))
+			after := r.applier.ApplyAfter(ctx, o, p.Steps, removed)
+			applied, stepErrs = append(applied, p.Steps...), append(stepErrs, after...)
+			errs = append(append(errs, r.applier.Report(o, p)), after...)
 		}
 	}
 	err := errors.Join(errs...)

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -181,8 +182,16 @@ func (c *clusterFlags) restConfig(version string, log zerolog.Logger) (*rest.Con
 // rememberManaged puts the namespaces the instance has recorded into state,
 // reading only (plan, list), so that what they show covers the releases left
 // in a namespace the config dropped. The error says they may be incomplete.
-func (d *clusterDeps) rememberManaged(ctx context.Context, c *clusterFlags, state *triggers.ConfigState) error {
-	recorded, err := triggers.ReadManagedSet(ctx, d.client.CoreV1(), c.leaderElectionNamespace, c.instance)
+// Run outside the cluster, the record's namespace defaults to "default"
+// while autox itself runs in its pod's namespace: an absent record there is
+// most likely the wrong place, and the warning says which flag to set.
+func (d *clusterDeps) rememberManaged(ctx context.Context, c *clusterFlags, state *triggers.ConfigState, log zerolog.Logger) error {
+	recorded, found, err := triggers.ReadManagedSet(ctx, d.client.CoreV1(), c.leaderElectionNamespace, c.instance)
+	if err == nil && !found && os.Getenv("POD_NAMESPACE") == "" {
+		log.Warn().Str("configMap", c.leaderElectionNamespace+"/"+triggers.ManagedSetName(c.instance)).
+			Msg("no record of the namespaces this instance has managed here; releases in namespaces the config dropped are not shown. " +
+				"Pass --leader-election-namespace with the namespace autox runs in (its Lease's namespace)")
+	}
 	state.Remember(recorded)
 	return err
 }

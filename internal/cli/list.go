@@ -67,7 +67,7 @@ func newListCommand(version string) *cobra.Command {
 			state := triggers.NewConfigState(cfg)
 			var recordErr error
 			if namespace == "" || !cfg.Manages(namespace) {
-				recordErr = deps.rememberManaged(cmd.Context(), &cf, state)
+				recordErr = deps.rememberManaged(cmd.Context(), &cf, state, log)
 			}
 			namespaces := state.GCNamespaces()
 			if namespace != "" {
