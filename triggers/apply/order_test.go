@@ -39,6 +39,8 @@ func TestApplyRunsDependenciesFirst(t *testing.T) {
 			{Action: plan.ActionNone, Spec: "s", ReleaseSpec: "other", Release: "other", Namespace: "ns"},
 			{Action: plan.ActionUninstall, Spec: "s", ReleaseSpec: "web", Release: "web", Namespace: "ns"},
 		}, "web crd", nil},
+		{"an install after one held back is not started", []plan.Step{install("app", "app", "crd"), install("web", "web")},
+			"web", []string{"app"}},
 		{"an uninstall after a failed removal is not started", []plan.Step{
 			{Action: plan.ActionUninstall, Spec: "s", ReleaseSpec: "app", Release: "bad", Namespace: "ns"},
 			{Action: plan.ActionUninstall, Spec: "s", ReleaseSpec: "crd", Release: "crd", Namespace: "ns", After: []string{"app"}},
