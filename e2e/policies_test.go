@@ -34,7 +34,7 @@ type policyStep struct {
 
 func (e *env) policyPlan(config string) map[string]policyStep {
 	e.t.Helper()
-	out := e.cli(0, "plan", "--config", config, "-o", "json")
+	out := e.cliStdout(0, "plan", "--config", config, "-o", "json")
 	var steps []policyStep
 	if err := json.Unmarshal([]byte(out), &steps); err != nil {
 		e.t.Fatalf("plan -o json: %v\n%s", err, out)
@@ -128,7 +128,7 @@ func TestSuspendedSpec(t *testing.T) {
 	}
 	e.waitEvent("web", "SuspendedChangesPending")
 	var rows []struct{ Release, Suspended string }
-	if err := json.Unmarshal([]byte(e.cli(0, "list", "--config", cfg, "-o", "json")), &rows); err != nil || len(rows) != 1 || rows[0].Suspended != "spec" {
+	if err := json.Unmarshal([]byte(e.cliStdout(0, "list", "--config", cfg, "-o", "json")), &rows); err != nil || len(rows) != 1 || rows[0].Suspended != "spec" {
 		t.Errorf("list of the suspended spec: %+v, %v", rows, err)
 	}
 	if w := writeLines(p.Output()[start:]); len(w) != 0 {
