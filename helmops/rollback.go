@@ -17,6 +17,11 @@ import (
 // rollback takes no context and may wait on hooks: Rollback returns when ctx
 // ends and the rollback goes on in the background, as for Uninstall.
 func (m *Manager) Rollback(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor) error {
+	return m.RollbackWith(ctx, namespace, name, toRevision, hide, Policy{})
+}
+
+// RollbackWith is Rollback run as p says (timeout, wait, hooks, history).
+func (m *Manager) RollbackWith(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor, p Policy) error {
 	if err := notStarted(ctx, "rollback", namespace, name); err != nil {
 		return err
 	}
@@ -26,8 +31,7 @@ func (m *Manager) Rollback(ctx context.Context, namespace, name string, toRevisi
 	}
 	rb := action.NewRollback(cfg)
 	rb.Version = toRevision
-	rb.MaxHistory = m.opts.MaxHistory
-	rb.Timeout = m.opts.Timeout
+	m.rollbackWith(rb, p)
 	err = m.untilDone(ctx, func() error { return rb.Run(name) })
 	if errors.Is(err, errLeftRunning) {
 		return fmt.Errorf("rollback of release %s/%s to revision %d: %w", namespace, name, toRevision, err)

@@ -62,8 +62,13 @@ func (h *stepHelm) Install(_ context.Context, d helmops.Desired) (int, error) {
 	})
 }
 
-func (h *stepHelm) Uninstall(_ context.Context, _, name string, _ *redact.Redactor) error {
-	return h.op(name, true, func() error { return nil })
+func (h *stepHelm) UninstallWith(_ context.Context, _, name string, _ *redact.Redactor, _ helmops.Policy) error {
+	return h.op(name, true, func() error {
+		if name == "bad" {
+			return fmt.Errorf("uninstall of %s failed", name)
+		}
+		return nil
+	})
 }
 
 // A spec's steps run StepsInParallel at a time, the leading uninstalls
@@ -147,7 +152,7 @@ func (h *orderHelm) Install(_ context.Context, d helmops.Desired) (int, error) {
 	return 1, nil
 }
 
-func (h *orderHelm) Uninstall(_ context.Context, ns, name string, _ *redact.Redactor) error {
+func (h *orderHelm) UninstallWith(_ context.Context, ns, name string, _ *redact.Redactor, _ helmops.Policy) error {
 	h.record("uninstall " + ns + "/" + name)
 	return nil
 }
