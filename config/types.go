@@ -54,6 +54,9 @@ type Spec struct {
 	// reads as a property of the spec as much as of its trigger. Load moves it
 	// to Trigger.MaxObjects and leaves this 0, so there is one place to read.
 	MaxObjects int `json:"maxObjects,omitempty"`
+	// Suspend freezes the spec: autox makes no Helm write for any of its
+	// releases, whatever its trigger does, and keeps reporting (policies.go).
+	Suspend bool `json:"suspend,omitempty"`
 }
 
 // Trigger names the Kubernetes objects whose labels decide a spec's releases:
@@ -99,6 +102,20 @@ type ReleaseSpec struct {
 	// ValuesFrom are Secrets and ConfigMaps in the release's namespace whose
 	// content goes into the values, in order, under Values (see ValuesFrom).
 	ValuesFrom []ValuesFrom `json:"valuesFrom,omitempty"`
+
+	// The release policies (policies.go): how autox runs the release's Helm
+	// operations. None of them is part of the release format: they are in
+	// neither the digest nor the injected values, so changing one writes
+	// nothing by itself.
+	Suspend      bool         `json:"suspend,omitempty"`
+	Timeout      string       `json:"timeout,omitempty"`
+	Wait         bool         `json:"wait,omitempty"`
+	WaitForJobs  bool         `json:"waitForJobs,omitempty"`
+	DisableHooks bool         `json:"disableHooks,omitempty"`
+	CRDs         string       `json:"crds,omitempty"`
+	MaxHistory   int          `json:"maxHistory,omitempty"`
+	Remediation  *Remediation `json:"remediation,omitempty"`
+	DependsOn    []string     `json:"dependsOn,omitempty"`
 }
 
 // Chart says where a chart comes from: a local Path, or Repo+Name+Version.

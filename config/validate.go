@@ -60,6 +60,7 @@ func applyDefaults(cfg *Config) {
 				rs.OnChange = OnChangeUpgrade
 			}
 			defaultValuesFrom(rs)
+			defaultPolicies(rs)
 		}
 	}
 }
@@ -196,6 +197,7 @@ func validate(cfg *Config) []Problem {
 		if selector {
 			validateSelectorNames(c, sp, name, spec, cfg)
 		}
+		validateDependsOn(c, sp, spec)
 	}
 	sort.SliceStable(c.problems, func(i, j int) bool { return c.problems[i].Path < c.problems[j].Path })
 	return c.problems
@@ -388,6 +390,7 @@ func validateReleaseSpec(c *checker, p string, rs *ReleaseSpec, cfg *Config, sel
 		c.add(p+".values."+InjectedValuesKey, "is reserved: autox sets it to the trigger's identity and labels; rename your key")
 	}
 	validateValuesFrom(c, p+".valuesFrom", rs.ValuesFrom)
+	validatePolicies(c, p, rs)
 
 	ch := rs.Chart
 	cp := p + ".chart"
