@@ -85,7 +85,7 @@ func TestUnlockAfterHelmTimeoutPlusGrace(t *testing.T) {
 
 	p := e.run(cfg, "--helm-timeout", "2s")
 	testenv.Eventually(t, patience, "the young pending release left alone", func() (bool, error) {
-		return strings.Contains(p.Output(), "waiting: release is locked by another operation"), nil
+		return strings.Contains(p.Output(), "waiting: release is pending-upgrade since"), nil
 	})
 	if r := e.Release("web-up"); r.Status != release.StatusPendingUpgrade || r.Revision != 2 {
 		t.Fatalf("the pending release was touched before it was stale: %+v", r)
