@@ -85,7 +85,7 @@ func (m *Manager) storage(namespace string) driver.Driver {
 // hide: Helm's debug lines quote manifests and API errors.
 func (m *Manager) actionConfig(namespace string, hide *redact.Redactor) (*action.Configuration, error) {
 	cfg := &action.Configuration{}
-	getter := &restGetter{shared: m.discovery, namespace: namespace}
+	getter := &restGetter{shared: m.discovery, config: m.opts.RESTConfig, namespace: namespace}
 	if err := cfg.Init(getter, namespace, m.opts.StorageDriver, m.debugLog(namespace, hide)); err != nil {
 		return nil, fmt.Errorf("cannot set up Helm for namespace %s: %w", namespace, err)
 	}

@@ -60,6 +60,9 @@ func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
 	if err := notStarted(ctx, "install", d.Namespace, d.Name); err != nil {
 		return 0, err
 	}
+	if err := m.preflight(ctx, d); err != nil {
+		return 0, err
+	}
 	in, cfg, err := m.newInstall(d)
 	if err != nil {
 		return 0, err
