@@ -112,20 +112,3 @@ func (m *Manager) impersonating(sa ServiceAccount) (*Manager, error) {
 
 // ActingAs is the identity m's operations run as.
 func (m *Manager) ActingAs() ServiceAccount { return m.as }
-
-// preflight checks, before an install as a service account, that the
-// account may create everything the release makes, writing nothing: the
-// dry run of a reinstall (Helm's server dry run, then a server-side dry-run
-// create of every object and install hook), as the account. Without it, an
-// account that may not create one of the chart's objects would leave a
-// failed release record and the objects created before the refused one.
-// autox's own identity needs none: its permissions are the installation's.
-func (m *Manager) preflight(ctx context.Context, d Desired) error {
-	if m.as.IsZero() {
-		return nil
-	}
-	if err := m.dryRunInstall(ctx, d); err != nil {
-		return fmt.Errorf("cannot install release %s/%s as %s: its dry run as that account fails, so nothing was written: %w", d.Namespace, d.Name, m.as, err)
-	}
-	return nil
-}

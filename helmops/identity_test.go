@@ -26,7 +26,9 @@ var clusterRoles = rbacv1.PolicyRule{APIGroups: []string{rbacv1.GroupName}, Reso
 // nothing at all — no record, no object — even when the account may read
 // ClusterRoles, which gets it past Helm's own checks. An account that does not exist
 // fails before anything is sent as it. An account allowed both installs,
-// upgrades and uninstalls, and the API server's audit log shows that it
+// upgrades, rolls back and uninstalls (the limited one cannot do any of
+// these to that release: its dry runs are refused, and nothing changes),
+// and the API server's audit log shows that it
 // wrote every object and record, and autox's own identity none.
 func TestOperationsRunAsTheServiceAccount(t *testing.T) {
 	ctx := context.Background()
@@ -81,10 +83,38 @@ func TestOperationsRunAsTheServiceAccount(t *testing.T) {
 	if _, err := cluster.Client.RbacV1().ClusterRoles().Get(ctx, clusterRole, metav1.GetOptions{}); err != nil {
 		t.Fatalf("the chart's ClusterRole: %v", err)
 	}
+
+	// Every other operation on it as the limited account is refused by its
+	// dry run and changes nothing either.
+	limitedAs, err := m.As(ctx, ServiceAccount{Namespace: ns, Name: "configmaps-only"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployed := releaseState(t, m, ns, "web", clusterRole)
 	d.Values = map[string]interface{}{"greeting": "hey"}
 	d.Revision = 2
+	if _, err := limitedAs.Upgrade(ctx, d); err == nil || !strings.Contains(err.Error(), "cannot upgrade release "+ns+"/web as service account "+ns+"/configmaps-only") {
+		t.Errorf("upgrade as the limited account: %v", err)
+	}
+	if err := limitedAs.Uninstall(ctx, ns, "web", nil); err == nil || !strings.Contains(err.Error(), "forbidden") {
+		t.Errorf("uninstall as the limited account: %v", err)
+	}
+	if got := releaseState(t, m, ns, "web", clusterRole); got != deployed {
+		t.Errorf("refused operations changed the release: %s, was %s", got, deployed)
+	}
+
 	if rev, err := as.Upgrade(ctx, d); err != nil || rev != 2 {
 		t.Fatalf("upgrade as the account: %d, %v", rev, err)
+	}
+	upgraded := releaseState(t, m, ns, "web", clusterRole)
+	if err := limitedAs.Rollback(ctx, ns, "web", 1, nil); err == nil || !strings.Contains(err.Error(), "cannot rollback release") {
+		t.Errorf("rollback as the limited account: %v", err)
+	}
+	if got := releaseState(t, m, ns, "web", clusterRole); got != upgraded {
+		t.Errorf("a refused rollback changed the release: %s, was %s", got, upgraded)
+	}
+	if err := as.Rollback(ctx, ns, "web", 1, nil); err != nil {
+		t.Fatalf("rollback as the account: %v", err)
 	}
 	if err := as.Uninstall(ctx, ns, "web", nil); err != nil {
 		t.Fatalf("uninstall as the account: %v", err)
@@ -104,11 +134,35 @@ func TestOperationsRunAsTheServiceAccount(t *testing.T) {
 		}
 		verbs[w.Resource+" "+w.Verb] = true
 	}
-	for _, want := range []string{"configmaps create", "clusterroles create", "secrets create", "configmaps delete", "clusterroles delete"} {
+	for _, want := range []string{"configmaps create", "clusterroles create", "secrets create", "configmaps patch", "secrets update", "configmaps delete", "clusterroles delete"} {
 		if !verbs[want] {
 			t.Errorf("the audit log has no %s by the account; it has %v", want, verbs)
 		}
 	}
+}
+
+// releaseState sums up what a release is in the cluster: its records'
+// versions and statuses, and its objects' resource versions.
+func releaseState(t *testing.T, m *Manager, ns, name, clusterRole string) string {
+	t.Helper()
+	ctx := context.Background()
+	recs, err := cluster.Client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, r := range recs.Items {
+		b.WriteString(r.Name + "=" + r.Labels["status"] + "@" + r.ResourceVersion + " ")
+	}
+	cm, err := cluster.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := cluster.Client.RbacV1().ClusterRoles().Get(ctx, clusterRole, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String() + "configmap@" + cm.ResourceVersion + " clusterrole@" + cr.ResourceVersion
 }
 
 // nothingWritten fails when the release has a record, or its ConfigMap or

@@ -24,6 +24,9 @@ func (m *Manager) Rollback(ctx context.Context, namespace, name string, toRevisi
 	if err != nil {
 		return err
 	}
+	if err := m.preflightRollback(ctx, cfg, namespace, name, toRevision, hide); err != nil {
+		return err
+	}
 	rb := action.NewRollback(cfg)
 	rb.Version = toRevision
 	rb.MaxHistory = m.opts.MaxHistory

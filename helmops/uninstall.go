@@ -42,6 +42,9 @@ func (m *Manager) uninstall(ctx context.Context, namespace, name string, hide *r
 	if err != nil {
 		return err
 	}
+	if err := m.preflightUninstall(ctx, cfg, namespace, name, hide); err != nil {
+		return err
+	}
 	un := action.NewUninstall(cfg)
 	un.Timeout = m.opts.Timeout
 	if wait {

@@ -16,6 +16,9 @@ func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
 	if err := notStarted(ctx, "upgrade", d.Namespace, d.Name); err != nil {
 		return 0, err
 	}
+	if err := m.preflightUpgrade(ctx, d); err != nil {
+		return 0, err
+	}
 	cfg, err := m.actionConfig(d.Namespace, d.Redact)
 	if err != nil {
 		return 0, err

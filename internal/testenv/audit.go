@@ -16,13 +16,17 @@ import (
 // authenticated user and the user it impersonated. Tests of autox's service
 // account impersonation read it; a package opts in with RunMainAudited.
 
-// auditPolicy logs the metadata of writes once they are answered.
+// auditPolicy logs the metadata of writes once they are answered, and the
+// request of deletes: a delete says it is a dry run in its body (its
+// DeleteOptions), where other writes say so in the URL.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived, ResponseStarted]
 rules:
+  - level: Request
+    verbs: [delete, deletecollection]
   - level: Metadata
-    verbs: [create, update, patch, delete, deletecollection]
+    verbs: [create, update, patch]
   - level: None
 `
 
@@ -85,6 +89,9 @@ type auditEvent struct {
 	ResponseStatus *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
+	RequestObject *struct {
+		DryRun []string `json:"dryRun"`
+	} `json:"requestObject"`
 }
 
 // Writes returns the writes in the cluster's audit log that keep accepts.
@@ -107,7 +114,8 @@ func (c *Cluster) Writes(keep func(Write) bool) ([]Write, error) {
 			continue // a line being written, or a write of no object
 		}
 		w := Write{Verb: e.Verb, User: e.User.Username, Group: e.ObjectRef.APIGroup, Resource: e.ObjectRef.Resource,
-			Namespace: e.ObjectRef.Namespace, Name: e.ObjectRef.Name, DryRun: strings.Contains(e.RequestURI, "dryRun=")}
+			Namespace: e.ObjectRef.Namespace, Name: e.ObjectRef.Name,
+			DryRun: strings.Contains(e.RequestURI, "dryRun=") || e.RequestObject != nil && len(e.RequestObject.DryRun) > 0}
 		if e.ImpersonatedUser != nil {
 			w.As = e.ImpersonatedUser.Username
 		}
