@@ -121,12 +121,15 @@ func isArchive(path string) bool {
 
 // Trust describes how far a chart is trusted, for `plan` and `list`:
 // "pinned", "verified", "pinned,verified" or "" for neither.
-func (c Chart) Trust() string {
+func (c Chart) Trust() string { return Trust(c.Pinned(), c.Verify) }
+
+// Trust is Chart.Trust of a chart pinned and verified as said.
+func Trust(pinned, verified bool) string {
 	var parts []string
-	if c.Pinned() {
+	if pinned {
 		parts = append(parts, "pinned")
 	}
-	if c.Verify {
+	if verified {
 		parts = append(parts, "verified")
 	}
 	return strings.Join(parts, ",")

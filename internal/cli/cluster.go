@@ -33,6 +33,8 @@ type clusterFlags struct {
 	maxHistory                int
 	kubeAPIQPS                float32
 	kubeAPIBurst              int
+	// defaultServiceAccount is what releases that name no account run as.
+	defaultServiceAccount string
 }
 
 func (c *clusterFlags) register(fs *pflag.FlagSet) {
@@ -43,6 +45,7 @@ func (c *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&c.maxHistory, "max-history", 10, "revisions kept per release")
 	fs.Float32Var(&c.kubeAPIQPS, "kube-api-qps", -1, "client-side limit of the requests per second autox sends to the API server, Helm's included; -1: no client-side limit (the API server's priority and fairness protects it, and --workers bounds the requests in flight)")
 	fs.IntVar(&c.kubeAPIBurst, "kube-api-burst", 300, "requests autox may send at once above --kube-api-qps, when that is positive")
+	fs.StringVar(&c.defaultServiceAccount, "default-service-account", "", "service account, in each release's namespace, that the Helm operations of release specs without serviceAccountName run as (a lockdown for multi-team clusters); empty: autox's own identity")
 }
 
 // clusterDeps are the clients built from clusterFlags.
@@ -55,6 +58,8 @@ type clusterDeps struct {
 	client kubernetes.Interface
 	// storageDriver is where Helm keeps release records.
 	storageDriver string
+	// defaultServiceAccount is --default-service-account.
+	defaultServiceAccount string
 }
 
 // connect builds the clients of a command that talks to the cluster.
@@ -73,6 +78,11 @@ func (c *clusterFlags) connect(version string, log zerolog.Logger) (*clusterDeps
 func (c *clusterFlags) check() error {
 	if errs := validation.IsDNS1123Label(c.instance); len(errs) > 0 {
 		return fmt.Errorf("invalid --instance %q: %s", c.instance, strings.Join(errs, "; "))
+	}
+	if c.defaultServiceAccount != "" {
+		if errs := validation.IsDNS1123Subdomain(c.defaultServiceAccount); len(errs) > 0 {
+			return fmt.Errorf("invalid --default-service-account %q: %s", c.defaultServiceAccount, strings.Join(errs, "; "))
+		}
 	}
 	if c.kubeAPIQPS > 0 && c.kubeAPIBurst < 1 {
 		return fmt.Errorf("invalid --kube-api-burst %d: must be at least 1 when --kube-api-qps is positive", c.kubeAPIBurst)
@@ -108,7 +118,8 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 		return nil, fmt.Errorf("cannot create discovery client: %w", err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	return &clusterDeps{rest: rc, helm: helm, inv: inv, meta: mc, mapper: mapper, client: cs, storageDriver: c.storageDriver}, nil
+	return &clusterDeps{rest: rc, helm: helm, inv: inv, meta: mc, mapper: mapper, client: cs, storageDriver: c.storageDriver,
+		defaultServiceAccount: c.defaultServiceAccount}, nil
 }
 
 // reconciler builds the one kind of Reconciler that run and plan share, so
@@ -119,6 +130,7 @@ func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts helmops.Cha
 		Helm: d.helm, Charts: charts, Triggers: observe.TriggerReader{Client: d.meta, Mapper: d.mapper}, Inventory: d.inv,
 		Sources: d.sources(),
 		State:   state, StaleAfter: helmTimeout + 30*time.Second, Log: log, Metrics: m, Events: events,
+		DefaultServiceAccount: d.defaultServiceAccount,
 	})
 }
 

@@ -26,6 +26,12 @@ type listedRelease struct {
 	Status       string    `json:"status"`
 	Updated      time.Time `json:"updated"`
 	Orphan       bool      `json:"orphan"`
+	// ServiceAccount is what the release's Helm operations run as, from
+	// the config (config.RunsAs), "" for autox's own identity; ChartPinned
+	// and ChartVerified say how far its release spec trusts its chart.
+	ServiceAccount string `json:"serviceAccount,omitempty"`
+	ChartPinned    bool   `json:"chartPinned,omitempty"`
+	ChartVerified  bool   `json:"chartVerified,omitempty"`
 }
 
 func newListCommand(version string) *cobra.Command {
@@ -68,7 +74,7 @@ func newListCommand(version string) *cobra.Command {
 				return &exitError{1, err}
 			}
 			// Some namespaces could not be read: list the others, then fail.
-			if perr := printRows(cmd.OutOrStdout(), output, listRows(cfg, rels, orphans)); perr != nil {
+			if perr := printRows(cmd.OutOrStdout(), output, listRows(cfg, rels, orphans, cf.defaultServiceAccount)); perr != nil {
 				return &exitError{1, perr}
 			}
 			if err != nil {
@@ -86,7 +92,7 @@ func newListCommand(version string) *cobra.Command {
 	return cmd
 }
 
-func listRows(cfg *config.Config, rels []*format.Release, onlyOrphans bool) []listedRelease {
+func listRows(cfg *config.Config, rels []*format.Release, onlyOrphans bool, defaultServiceAccount string) []listedRelease {
 	rows := []listedRelease{}
 	for _, r := range rels {
 		orphan := !plan.WantedBy(cfg, format.Record{Name: r.Name, Namespace: r.Namespace, Spec: r.Spec, ReleaseSpec: r.ReleaseSpec,
@@ -99,6 +105,18 @@ func listRows(cfg *config.Config, rels []*format.Release, onlyOrphans bool) []li
 			Chart: r.ChartName, ChartVersion: r.ChartVersion, Revision: r.Revision, Status: string(r.Status),
 			Updated: r.Updated.UTC(), Orphan: orphan,
 		})
+		// The identity plan would remove or change it as; the chart trust of
+		// the release spec that wants it.
+		row := &rows[len(rows)-1]
+		spec := cfg.Specs[r.Spec]
+		var rs *config.ReleaseSpec
+		if spec != nil {
+			rs = spec.ReleaseSpecs[r.ReleaseSpec]
+		}
+		row.ServiceAccount = config.RunsAs(spec, rs, defaultServiceAccount)
+		if rs != nil && !orphan {
+			row.ChartPinned, row.ChartVerified = rs.Chart.Pinned(), rs.Chart.Verify
+		}
 	}
 	return rows
 }

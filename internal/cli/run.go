@@ -206,7 +206,7 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 	}
 
 	log.Info().Str("config", f.config).Int("specs", len(cfg.Specs)).Strs("namespaces", cfg.Namespaces).
-		Str("instance", f.instance).Str("version", version).Msg("autox starting")
+		Str("instance", f.instance).Str("version", version).Str("defaultServiceAccount", f.defaultServiceAccount).Msg("autox starting")
 	// Watch returns only when ctx ends: without fsnotify it goes on with
 	// the periodic check alone.
 	watchDone := make(chan struct{})

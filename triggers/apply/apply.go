@@ -53,6 +53,9 @@ type Options struct {
 	Events     record.EventRecorder
 	Operations Operations
 	Log        zerolog.Logger
+	// Impersonate runs the operations of steps that name a service account
+	// as that account; nil fails those steps.
+	Impersonate Impersonate
 }
 
 // Applier applies plans.
@@ -144,8 +147,12 @@ func (a *Applier) Apply(ctx context.Context, o *observe.Observed, steps []plan.S
 }
 
 func (a *Applier) step(ctx context.Context, o *observe.Observed, s plan.Step) error {
-	log := a.opts.Log.With().Str("spec", s.Spec).Str("releaseSpec", s.ReleaseSpec).Str("release", s.Release).
-		Str("namespace", s.Namespace).Str("action", string(s.Action)).Str("reason", s.Reason).Logger()
+	lc := a.opts.Log.With().Str("spec", s.Spec).Str("releaseSpec", s.ReleaseSpec).Str("release", s.Release).
+		Str("namespace", s.Namespace).Str("action", string(s.Action)).Str("reason", s.Reason)
+	if s.ServiceAccount != "" {
+		lc = lc.Str("serviceAccount", s.ServiceAccount)
+	}
+	log := lc.Logger()
 	start := time.Now()
 	var (
 		rev int
@@ -166,14 +173,8 @@ func (a *Applier) step(ctx context.Context, o *observe.Observed, s plan.Step) er
 		log.Warn().Msg("release name taken by a release autox does not own; leaving it alone")
 		a.event(o.Ref, corev1.EventTypeWarning, "ReleaseConflict", "release %s/%s is not this autox's: %s; autox leaves it alone", s.Namespace, s.Release, s.Reason)
 		return nil
-	case plan.ActionInstall, plan.ActionUpgrade, plan.ActionReinstall:
-		rev, err = a.install(ctx, o, s)
-	case plan.ActionUninstall:
-		err = a.opts.Helm.Uninstall(ctx, s.Namespace, s.Release, s.Hide)
-		rev = s.Revision
-	case plan.ActionRollback:
-		err = a.opts.Helm.Rollback(ctx, s.Namespace, s.Release, s.RollbackTo, s.Hide)
-		rev = s.Revision + 1
+	case plan.ActionInstall, plan.ActionUpgrade, plan.ActionReinstall, plan.ActionUninstall, plan.ActionRollback:
+		rev, err = a.write(ctx, o, s)
 	default:
 		return fmt.Errorf("unknown action %q", s.Action)
 	}
@@ -189,16 +190,32 @@ func (a *Applier) step(ctx context.Context, o *observe.Observed, s plan.Step) er
 		a.opts.Operations.HelmOperation(s.Action, err, time.Since(start))
 	}
 	if err != nil {
-		a.event(o.Ref, corev1.EventTypeWarning, "ReleaseFailed", "%s of release %s/%s failed: %v", s.Action, s.Namespace, s.Release, err)
+		a.event(o.Ref, corev1.EventTypeWarning, "ReleaseFailed", "%s of release %s/%s%s failed: %v", s.Action, s.Namespace, s.Release, asAccount(s), err)
 	} else {
-		a.event(o.Ref, corev1.EventTypeNormal, eventReasons[s.Action], "%s release %s/%s (revision %d): %s", pastTense[s.Action], s.Namespace, s.Release, rev, s.Reason)
+		a.event(o.Ref, corev1.EventTypeNormal, eventReasons[s.Action], "%s release %s/%s (revision %d)%s: %s", pastTense[s.Action], s.Namespace, s.Release, rev, asAccount(s), s.Reason)
 	}
 	return err
 }
 
+// write runs the step's Helm operation as the step's identity and returns
+// the revision it leaves.
+func (a *Applier) write(ctx context.Context, o *observe.Observed, s plan.Step) (int, error) {
+	h, err := a.helmFor(ctx, s)
+	if err != nil {
+		return 0, err
+	}
+	switch s.Action {
+	case plan.ActionUninstall:
+		return s.Revision, h.Uninstall(ctx, s.Namespace, s.Release, s.Hide)
+	case plan.ActionRollback:
+		return s.Revision + 1, h.Rollback(ctx, s.Namespace, s.Release, s.RollbackTo, s.Hide)
+	}
+	return a.install(ctx, h, o, s)
+}
+
 // install runs an install, upgrade or reinstall of the step's desired
-// release, loading a repository chart first: the decision did not need it.
-func (a *Applier) install(ctx context.Context, o *observe.Observed, s plan.Step) (int, error) {
+// release with h, loading a repository chart first: the decision did not need it.
+func (a *Applier) install(ctx context.Context, h Helm, o *observe.Observed, s plan.Step) (int, error) {
 	ref := o.Config.ReleaseSpecs[s.ReleaseSpec].Chart
 	ch := o.Loaded[s.ReleaseSpec]
 	if ch == nil {
@@ -220,11 +237,11 @@ func (a *Applier) install(ctx context.Context, o *observe.Observed, s plan.Step)
 		Values: s.Desired.Values, Digest: s.Desired.Digest, Revision: s.Desired.Revision, Redact: s.Hide}
 	switch s.Action {
 	case plan.ActionInstall:
-		return a.opts.Helm.Install(ctx, d)
+		return h.Install(ctx, d)
 	case plan.ActionUpgrade:
-		return a.opts.Helm.Upgrade(ctx, d)
+		return h.Upgrade(ctx, d)
 	default:
-		return a.opts.Helm.Reinstall(ctx, d)
+		return h.Reinstall(ctx, d)
 	}
 }
 

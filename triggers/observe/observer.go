@@ -69,6 +69,9 @@ type Options struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	Log zerolog.Logger
+	// DefaultServiceAccount is --default-service-account, which the plan
+	// makes releases that name no account run as.
+	DefaultServiceAccount string
 }
 
 // Observer gathers observations. It keeps what several reconciles and the
@@ -155,7 +158,7 @@ func (ob *Observer) observeTrigger(ctx context.Context, cfg *config.Config, spec
 		}
 	}
 	o := &Observed{Observation: plan.Observation{Spec: specName, Config: spec, Object: obj, Instance: ob.Instance(),
-		ReleaseSpecs: map[string]plan.ReleaseSpecObservation{}, StaleAfter: ob.opts.StaleAfter},
+		ReleaseSpecs: map[string]plan.ReleaseSpecObservation{}, StaleAfter: ob.opts.StaleAfter, DefaultServiceAccount: ob.opts.DefaultServiceAccount},
 		Loaded: map[string]*chart.Chart{}, State: plan.TriggerSpecRemoved}
 	// A namespace whose records cannot be read fails the release specs
 	// that live there; the others are decided from what could be read.
@@ -304,7 +307,7 @@ func (ob *Observer) observeReleaseSpec(ctx context.Context, o *Observed, sources
 // so they are decided like the releases of a removed spec.
 func (ob *Observer) Unattributed(specName string, rels []*format.Release) *Observed {
 	return &Observed{Observation: plan.Observation{Spec: specName, Instance: ob.Instance(), Current: rels, Unattributed: true,
-		Now: ob.opts.Now(), StaleAfter: ob.opts.StaleAfter}, State: plan.TriggerSpecRemoved}
+		Now: ob.opts.Now(), StaleAfter: ob.opts.StaleAfter, DefaultServiceAccount: ob.opts.DefaultServiceAccount}, State: plan.TriggerSpecRemoved}
 }
 
 // LoadChart loads a chart for an operation: a repository chart the decision

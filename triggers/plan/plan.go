@@ -54,6 +54,9 @@ type Observation struct {
 	// release must be before it counts as left by a dead process.
 	Now        time.Time
 	StaleAfter time.Duration
+	// DefaultServiceAccount is --default-service-account: what a release
+	// that names no account runs as ("" for autox's own identity).
+	DefaultServiceAccount string
 }
 
 // ReleaseSpecObservation is what was read for one release spec beyond the
@@ -86,6 +89,13 @@ type Step struct {
 	// Object is namespace/name of the selector spec's object the release
 	// serves, "" for a named spec.
 	Object string `json:"object,omitempty"`
+	// ServiceAccount is the account, in Namespace, that the step's Helm
+	// operation runs as (config.RunsAs); "" for autox's own identity.
+	ServiceAccount string `json:"serviceAccount,omitempty"`
+	// ChartPinned and ChartVerified say whether the desired chart is pinned
+	// by a digest and has its provenance checked.
+	ChartPinned   bool `json:"chartPinned,omitempty"`
+	ChartVerified bool `json:"chartVerified,omitempty"`
 
 	// RollbackTo is the revision a rollback returns to.
 	RollbackTo int `json:"-"`
@@ -167,7 +177,8 @@ func Decide(o Observation) Plan {
 			reason = stateReason
 		}
 		res.Steps = append(res.Steps, Step{Action: action, Spec: o.Spec, ReleaseSpec: rel.ReleaseSpec, Release: rel.Name,
-			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, Object: releaseObject(rel), Hide: redactorOf(nil, rel, nil)})
+			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, Object: releaseObject(rel), Hide: redactorOf(nil, rel, nil),
+			ServiceAccount: config.RunsAs(spec, rs, o.DefaultServiceAccount)})
 	}
 	if o.Unattributed {
 		for i := range res.Steps {
@@ -212,7 +223,8 @@ func stepFor(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObs
 			rel = c
 		}
 	}
-	step := Step{Spec: o.Spec, ReleaseSpec: id, Release: rs.ReleaseName, Namespace: rs.Namespace, Object: o.Object.String(), Hide: redactorOf(rs, rel, ro.Sources)}
+	step := Step{Spec: o.Spec, ReleaseSpec: id, Release: rs.ReleaseName, Namespace: rs.Namespace, Object: o.Object.String(), Hide: redactorOf(rs, rel, ro.Sources),
+		ServiceAccount: config.RunsAs(o.Config, rs, o.DefaultServiceAccount), ChartPinned: rs.Chart.Pinned(), ChartVerified: rs.Chart.Verify}
 	if rel != nil {
 		step.Revision = rel.Revision
 		step.RollbackTo = rel.LastDeployedRevision
