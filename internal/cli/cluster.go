@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/triggers"
@@ -35,6 +38,8 @@ type clusterFlags struct {
 	kubeAPIBurst              int
 	// defaultServiceAccount is what releases that name no account run as.
 	defaultServiceAccount string
+	// chartKeyring is --chart-keyring, for chart.verify.
+	chartKeyring string
 }
 
 func (c *clusterFlags) register(fs *pflag.FlagSet) {
@@ -45,6 +50,7 @@ func (c *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&c.maxHistory, "max-history", 10, "revisions kept per release")
 	fs.Float32Var(&c.kubeAPIQPS, "kube-api-qps", -1, "client-side limit of the requests per second autox sends to the API server, Helm's included; -1: no client-side limit (the API server's priority and fairness protects it, and --workers bounds the requests in flight)")
 	fs.IntVar(&c.kubeAPIBurst, "kube-api-burst", 300, "requests autox may send at once above --kube-api-qps, when that is positive")
+	fs.StringVar(&c.chartKeyring, "chart-keyring", "", "OpenPGP public keyring file (as `gpg --export` writes it) that chart.verify checks provenance with, for charts whose release spec names no chart.keyring Secret")
 	fs.StringVar(&c.defaultServiceAccount, "default-service-account", "", "service account, in each release's namespace, that the Helm operations of release specs without serviceAccountName run as (a lockdown for multi-team clusters); empty: autox's own identity")
 }
 
@@ -142,6 +148,22 @@ func (d *clusterDeps) sources() observe.ValuesSources {
 		src = observe.NoSecretSources{Sources: src}
 	}
 	return src
+}
+
+// keyrings are what chart.verify checks with: --chart-keyring, and
+// chart.keyring Secrets read with client (autox's own identity).
+func (c *clusterFlags) keyrings(client kubernetes.Interface) helmops.Keyrings {
+	return helmops.Keyrings{File: c.chartKeyring, Secret: func(ctx context.Context, k config.Keyring) ([]byte, error) {
+		s, err := client.CoreV1().Secrets(k.Namespace).Get(ctx, k.SecretName, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		data, ok := s.Data[k.Key]
+		if !ok {
+			return nil, fmt.Errorf("the Secret has no key %s", k.Key)
+		}
+		return data, nil
+	}}
 }
 
 // restConfig follows DESIGN §6: --kubeconfig, else in-cluster, else

@@ -44,7 +44,7 @@ cluster error, 2 changes pending (only with --detailed-exitcode).`,
 			if err != nil {
 				return &exitError{1, err}
 			}
-			steps, planErr := triggers.DryRunAll(cmd.Context(), deps.reconciler(triggers.NewConfigState(cfg), helmops.LocalCharts{}, cf.helmTimeout, nil, nil, log), deps.inv)
+			steps, planErr := triggers.DryRunAll(cmd.Context(), deps.reconciler(triggers.NewConfigState(cfg), helmops.LocalCharts{Keyrings: cf.keyrings(deps.client)}, cf.helmTimeout, nil, nil, log), deps.inv)
 			if err := printSteps(cmd.OutOrStdout(), output, steps); err != nil {
 				return &exitError{1, err}
 			}

@@ -160,9 +160,14 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 	defer stop()
 
 	var leading atomic.Bool
+	// Keyring Secrets are read with autox's identity, like values sources.
+	own, err := kubernetes.NewForConfig(base)
+	if err != nil {
+		return &exitError{1, fmt.Errorf("cannot create Kubernetes client: %w", err)}
+	}
 	charts, err := helmops.NewChartCache(helmops.ChartCacheOptions{
 		Dir: f.cacheDir, RepositoryConfig: f.repositoryConfig, RegistryConfig: f.registryConfig,
-		Refresh: f.indexRefresh, Timeout: f.helmTimeout, Log: log,
+		Refresh: f.indexRefresh, Timeout: f.helmTimeout, Keyrings: f.clusterFlags.keyrings(own), Log: log,
 	})
 	if err != nil {
 		return &exitError{1, err}
