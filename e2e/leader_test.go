@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"net/http"
 	"strconv"
 	"strings"
 	"syscall"
@@ -207,4 +208,112 @@ func TestStandbyKeepsLastValidConfig(t *testing.T) {
 		}
 	}
 	standby.Stop(patience)
+}
+
+// TestHeldWriteOfALostTermNeverLands holds the write that marks a release
+// deployed (the PUT of its Helm record, which Helm sends with
+// context.Background()) on its way to the API server, as priority and
+// fairness queueing or a slow webhook would, while the Lease passes to
+// another holder. The ended term cancels the held write: its client gives
+// it up, so it never reaches the API server, and the record the new leader
+// wrote meanwhile stays as it wrote it (the API server's resourceVersion).
+func TestHeldWriteOfALostTermNeverLands(t *testing.T) {
+	e := newEnv(t)
+	e.Deployment("web", version("1.0.0"))
+	proxy, kubeconfig := e.proxied()
+	record := "sh.helm.release.v1.web-hello.v1"
+	hold := proxy.HoldMatching(func(r *http.Request) bool {
+		return r.Method == http.MethodPut && r.URL.Path == "/api/v1/namespaces/"+e.NS+"/secrets/"+record
+	})
+	defer hold.Release()
+	p := e.run(e.WriteConfig(oneSpec), "--kubeconfig", kubeconfig)
+	metric := e.metricsOf(p)
+	testenv.Eventually(t, patience, "the record update held", func() (bool, error) { return hold.Held() == 1, nil })
+	if r := e.Release("web-hello"); r == nil || r.Status != release.StatusPendingInstall {
+		t.Fatalf("the install is not pending while its record update is held: %+v", r)
+	}
+
+	e.stealLease(5 * time.Minute)
+	// A held write its client does not give up is applied by the API server
+	// whenever it gets there.
+	testenv.Eventually(t, patience, "the held write of the ended term given up by its client", func() (bool, error) {
+		return hold.Abandoned() == 1, nil
+	})
+	// The new leader writes the record.
+	secrets := cluster.Client.CoreV1().Secrets(e.NS)
+	s, err := secrets.Get(context.Background(), record, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Labels["autox-test/new-leader"] = "wrote"
+	if s, err = secrets.Update(context.Background(), s, metav1.UpdateOptions{FieldManager: "new-leader"}); err != nil {
+		t.Fatal(err)
+	}
+	hold.Release()
+	testenv.Eventually(t, patience, "the lost Lease noticed", func() (bool, error) {
+		return strings.Contains(p.Output(), "lost the leader Lease"), nil
+	})
+	if n := hold.Forwarded(); n != 0 {
+		t.Errorf("%d held writes of the ended term went on to the API server", n)
+	}
+	after, err := secrets.Get(context.Background(), record, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != s.ResourceVersion || after.Labels["status"] != "pending-install" {
+		t.Errorf("the new leader's record was written after the Lease passed: resourceVersion %s → %s, status %q, managed fields %+v",
+			s.ResourceVersion, after.ResourceVersion, after.Labels["status"], after.ManagedFields)
+	}
+	if number(metric("autox_fenced_writes_total")) < 1 {
+		t.Errorf("autox_fenced_writes_total = %s after a write was aborted", metric("autox_fenced_writes_total"))
+	}
+	if code := p.Stop(patience); code != 0 {
+		t.Errorf("a standby's stop: exit code %d", code)
+	}
+}
+
+// TestAPIServerGivesUpAWriteOfALostTerm: when autox's cancellation cannot
+// reach the API server (the network between them failed), the API server
+// gives the write up itself: each write carries the time left in its term
+// as its timeout. The record update is held in admission (a slow webhook)
+// and the proxy does not pass on autox's cancellation; the Lease passes to
+// another holder meanwhile. The API server abandons the held admission at
+// the write's deadline and never stores the write, although the webhook's
+// failure policy would let it through.
+func TestAPIServerGivesUpAWriteOfALostTerm(t *testing.T) {
+	e := newEnv(t)
+	e.Deployment("web", version("1.0.0"))
+	record := "sh.helm.release.v1.web-hello.v1"
+	admission := cluster.HoldAdmissions(t, e.NS, func(operation, name string) bool {
+		return operation == "UPDATE" && name == record
+	})
+	proxy, kubeconfig := e.proxied()
+	detached := proxy.DetachMatching(func(r *http.Request) bool {
+		return r.Method == http.MethodPut && r.URL.Path == "/api/v1/namespaces/"+e.NS+"/secrets/"+record
+	})
+	p := e.run(e.WriteConfig(oneSpec), "--kubeconfig", kubeconfig)
+	testenv.Eventually(t, patience, "the record update held in admission", func() (bool, error) { return admission.Held() == 1, nil })
+	e.stealLease(5 * time.Minute)
+	testenv.Eventually(t, patience, "the API server's answer to the held write", func() (bool, error) {
+		return len(detached.Answers()) == 1, nil
+	})
+	if got := detached.Answers()[0]; got < 500 {
+		t.Errorf("the API server answered the write of the ended term with %d, want a timeout", got)
+	} else {
+		t.Logf("the API server answered the write of the ended term with %d", got)
+	}
+	if admission.GivenUp() != 1 {
+		t.Errorf("the API server gave up %d held admissions, want 1", admission.GivenUp())
+	}
+	admission.Release()
+	s, err := cluster.Client.CoreV1().Secrets(e.NS).Get(context.Background(), record, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Labels["status"] != "pending-install" {
+		t.Errorf("the record of the ended term's write was stored: status %q, managed fields %+v", s.Labels["status"], s.ManagedFields)
+	}
+	if code := p.Stop(patience); code != 0 {
+		t.Errorf("a standby's stop: exit code %d", code)
+	}
 }

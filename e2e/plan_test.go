@@ -14,19 +14,32 @@ type planStep struct {
 	Action, Spec, ReleaseSpec, Release, Namespace, Reason string
 }
 
+// cli runs an autox command to its end and returns all it printed.
 func (e *env) cli(wantCode int, args ...string) string {
+	e.t.Helper()
+	return e.cliRun(wantCode, args...).Output()
+}
+
+// cliStdout is cli's standard output alone: a JSON document, without the
+// warnings a command logs on standard error.
+func (e *env) cliStdout(wantCode int, args ...string) string {
+	e.t.Helper()
+	return e.cliRun(wantCode, args...).Stdout()
+}
+
+func (e *env) cliRun(wantCode int, args ...string) *testenv.Process {
 	e.t.Helper()
 	p := testenv.StartProcess(e.t, autox, append(args, "--kubeconfig", cluster.Kubeconfig)...)
 	code, err := p.Wait(patience)
 	if err != nil || code != wantCode {
 		e.t.Fatalf("autox %s: exit %d (want %d), %v\n%s", strings.Join(args, " "), code, wantCode, err, p.Output())
 	}
-	return p.Output()
+	return p
 }
 
-func (e *env) plan(config string) []planStep {
+func (e *env) plan(config string, extra ...string) []planStep {
 	e.t.Helper()
-	out := e.cli(0, "plan", "--config", config, "-o", "json")
+	out := e.cliStdout(0, append([]string{"plan", "--config", config, "-o", "json"}, extra...)...)
 	var steps []planStep
 	if err := json.Unmarshal([]byte(out), &steps); err != nil {
 		e.t.Fatalf("plan -o json: %v\n%s", err, out)
@@ -151,7 +164,7 @@ func TestPlanMatchesRun(t *testing.T) {
 		Revision                                           int
 		Orphan                                             bool
 	}
-	out := e.cli(0, "list", "--config", after, "-o", "json")
+	out := e.cliStdout(0, "list", "--config", after, "-o", "json")
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("list -o json: %v\n%s", err, out)
 	}
@@ -164,7 +177,7 @@ func TestPlanMatchesRun(t *testing.T) {
 		}
 	}
 	// Against the old config, the new releases are orphans.
-	out = e.cli(0, "list", "--config", before, "--orphans", "-o", "json")
+	out = e.cliStdout(0, "list", "--config", before, "--orphans", "-o", "json")
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -394,7 +395,11 @@ func TestAPIServerAnswers5xx(t *testing.T) {
 //     --shutdown-timeout is 1h, the first SIGTERM waits for it, so only a
 //     second one ends autox, at once, with exit code 1;
 //   - the same with --shutdown-timeout 2s: the install is cancelled, the
-//     cancellation reported, the Lease released and the exit code is 0.
+//     cancellation reported, the Lease released and the exit code is 0;
+//   - while an install waits for its chart from an OCI registry that
+//     accepts connections and never answers (--helm-timeout, which bounds a
+//     download, at its default of 5m): the stop is bounded by
+//     --shutdown-timeout all the same, and the Lease released.
 func TestGracefulStop(t *testing.T) {
 	t.Run("converging", func(t *testing.T) {
 		const n = 20
@@ -455,6 +460,40 @@ func TestGracefulStop(t *testing.T) {
 		}
 		if !strings.Contains(p.Output(), "still running at the shutdown timeout") {
 			t.Error("the cancelled operation was not reported")
+		}
+		if h := e.leaseHolder(); h != "" {
+			t.Errorf("the Lease is still held by %q after a stop", h)
+		}
+	})
+
+	t.Run("registry never answers", func(t *testing.T) {
+		e := newEnv(t)
+		ca, err := testenv.NewCA(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		registry, err := testenv.NewSilentServer(ca)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer registry.Close()
+		e.Deployment("web", version("1.0.0"))
+		cfg := e.WriteConfig(webSpec(`      oci: {chart: {repo: oci://` + registry.Addr + `/charts, name: hello, version: "0.1.0"}}
+`))
+		p := testenv.StartProcessEnv(t, []string{"SSL_CERT_FILE=" + ca.File}, autox,
+			e.runArgs(cfg, "--shutdown-timeout", "3s", "--cache-dir", filepath.Join(t.TempDir(), "cache"))...)
+		testenv.Eventually(t, patience, "the install waiting on the registry", func() (bool, error) {
+			return registry.Requests() >= 1 && strings.Contains(p.Output(), leadingLine), nil
+		})
+		p.Signal(syscall.SIGTERM)
+		// A safety bound, well above the 3s the stop may wait, far below
+		// the 5m a download may take.
+		code, err := p.Wait(20 * time.Second)
+		if err != nil {
+			t.Fatalf("a stop with --shutdown-timeout 3s still runs 20s later, held by a registry that never answers:\n%s", p.Output())
+		}
+		if code != 0 {
+			t.Errorf("SIGTERM: exit code %d", code)
 		}
 		if h := e.leaseHolder(); h != "" {
 			t.Errorf("the Lease is still held by %q after a stop", h)

@@ -157,7 +157,10 @@ func TestValuesFromFollowChanges(t *testing.T) {
 		t.Errorf("db.password = %v", got)
 	}
 
-	// One commit changes two sources, a moment apart: one upgrade.
+	// One commit changes two sources, a moment apart: one upgrade. The
+	// record shows revision 2 a moment before the upgrade's log line is
+	// written: count from that line on.
+	testenv.Eventually(t, patience, "the log line of the upgrade to revision 2", func() (bool, error) { return upgrades(p) >= 1, nil })
 	before := upgrades(p)
 	e.putSecret("creds", map[string]string{"values.yaml": "db: {password: pw-two-4711}\nreplicas: 3\n", "token": "tok-two-4711"})
 	time.Sleep(300 * time.Millisecond)

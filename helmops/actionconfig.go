@@ -65,16 +65,18 @@ func (m *Manager) forgetCapabilities() {
 	m.capsMu.Unlock()
 }
 
-// storage returns the release record driver for one namespace. Drivers hold
-// no state beyond the client, so a new one per call is cheap and never shared
-// between concurrent operations. Their log lines name records, not values.
-func (m *Manager) storage(namespace string) driver.Driver {
+// storage returns the release record driver for one namespace's reads, bound
+// to ctx: Helm's drivers read with context.Background(), and a read the API
+// server does not answer would hold a stop. Drivers hold no state beyond the
+// client, so a new one per call is cheap and never shared between concurrent
+// operations. Their log lines name records, not values.
+func (m *Manager) storage(ctx context.Context, namespace string) driver.Driver {
 	if m.opts.StorageDriver == DriverConfigMap {
-		d := driver.NewConfigMaps(m.clientset.CoreV1().ConfigMaps(namespace))
+		d := driver.NewConfigMaps(boundConfigMaps{ConfigMapInterface: m.clientset.CoreV1().ConfigMaps(namespace), ctx: ctx})
 		d.Log = m.debugLog(namespace, nil)
 		return d
 	}
-	d := driver.NewSecrets(m.clientset.CoreV1().Secrets(namespace))
+	d := driver.NewSecrets(boundSecrets{SecretInterface: m.clientset.CoreV1().Secrets(namespace), ctx: ctx})
 	d.Log = m.debugLog(namespace, nil)
 	return d
 }
@@ -83,13 +85,24 @@ func (m *Manager) storage(namespace string) driver.Driver {
 // actions write to fields of it (e.g. the storage's MaxHistory), so sharing
 // one between concurrent operations would race. Its log lines go through
 // hide: Helm's debug lines quote manifests and API errors.
-func (m *Manager) actionConfig(namespace string, hide *redact.Redactor) (*action.Configuration, error) {
+//
+// Reading the capabilities (discovery, which takes no context) is waited
+// for until ctx ends only: the read goes on in the background, and the next
+// operation that needs them waits for it.
+func (m *Manager) actionConfig(ctx context.Context, namespace string, hide *redact.Redactor) (*action.Configuration, error) {
 	cfg := &action.Configuration{}
 	getter := &restGetter{shared: m.discovery, config: m.opts.RESTConfig, namespace: namespace}
 	if err := cfg.Init(getter, namespace, m.opts.StorageDriver, m.debugLog(namespace, hide)); err != nil {
 		return nil, fmt.Errorf("cannot set up Helm for namespace %s: %w", namespace, err)
 	}
-	caps, err := m.capabilities()
+	var caps *chartutil.Capabilities
+	err := m.untilDone(ctx, func() (err error) {
+		caps, err = m.capabilities()
+		return err
+	})
+	if errors.Is(err, errLeftRunning) {
+		return nil, fmt.Errorf("stopped waiting for the cluster's API versions: %w", ctx.Err())
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +14,6 @@ import (
 	"github.com/rs/zerolog"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/registry"
 
 	"github.com/autox-dev/autox/config"
 )
@@ -48,17 +48,16 @@ type ChartCacheOptions struct {
 type ChartCache struct {
 	opts ChartCacheOptions
 
-	// The OCI registry client (oci.go), made for the first oci:// chart.
-	regOnce sync.Once
-	reg     *registry.Client
-	regErr  error
+	// The OCI registries' transport (oci.go), made for the first oci:// chart.
+	regOnce      sync.Once
+	regTransport *http.Transport
 
 	// mu guards the repository indexes (repoindex.go) and the resolved OCI
 	// tags (oci.go); the archives themselves are on disk (diskcache.go).
 	mu      sync.Mutex
 	indexes map[string]*cachedIndex // repository URL -> index
 	tags    map[string]resolvedTag  // oci reference -> manifest digest
-	fetchMu sync.Map                // key -> *sync.Mutex: one fetch of a thing at a time
+	fetchMu sync.Map                // key -> chan struct{} (a lock): one fetch of a thing at a time
 }
 
 var _ ChartSource = (*ChartCache)(nil)
@@ -110,10 +109,15 @@ func (c *ChartCache) Load(ctx context.Context, ref config.Chart, configDir strin
 }
 
 // lock serialises fetches of one thing (an index, a chart) so that workers
-// needing it at once download it once.
-func (c *ChartCache) lock(key string) func() {
-	m, _ := c.fetchMu.LoadOrStore(key, &sync.Mutex{})
-	mu := m.(*sync.Mutex)
-	mu.Lock()
-	return mu.Unlock
+// needing it at once download it once. Waiting ends with ctx: the fetch
+// that holds the lock may be the one that hangs.
+func (c *ChartCache) lock(ctx context.Context, key string) (unlock func(), err error) {
+	m, _ := c.fetchMu.LoadOrStore(key, make(chan struct{}, 1))
+	held := m.(chan struct{})
+	select {
+	case held <- struct{}{}:
+		return func() { <-held }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("stopped waiting for another worker's fetch of the same chart or index: %w", ctx.Err())
+	}
 }

@@ -36,8 +36,8 @@ type Desired struct {
 
 // newInstall returns Helm's install action for d, shared by Install and the
 // dry run of Reinstall so that what is validated is what is installed.
-func (m *Manager) newInstall(d Desired) (*action.Install, *action.Configuration, error) {
-	cfg, err := m.actionConfig(d.Namespace, d.Redact)
+func (m *Manager) newInstall(ctx context.Context, d Desired) (*action.Install, *action.Configuration, error) {
+	cfg, err := m.actionConfig(ctx, d.Namespace, d.Redact)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -63,7 +63,7 @@ func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
 	if err := m.preflight(ctx, d); err != nil {
 		return 0, err
 	}
-	in, cfg, err := m.newInstall(d)
+	in, cfg, err := m.newInstall(ctx, d)
 	if err != nil {
 		return 0, err
 	}

@@ -14,7 +14,7 @@ import (
 // would: with exactly these release labels.
 func installLabelled(t *testing.T, m *Manager, ns, name string, labels map[string]string) {
 	t.Helper()
-	cfg, err := m.actionConfig(ns, nil)
+	cfg, err := m.actionConfig(context.Background(), ns, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,11 @@
 // Package helmops makes every Helm SDK call autox needs: install, upgrade,
-// uninstall, reinstall (validated by a dry run before anything is removed) and
-// rollback of one release, and the reads of the releases one autox instance
-// manages, into the vocabulary of internal/format (format.Release, format.Record). One
+// uninstall, reinstall (validated by a dry run before anything is removed),
+// rollback and adoption (a rename hands a release to a new owner) of one
+// release, and the reads of the releases one autox instance manages, into
+// the vocabulary of internal/format (format.Release, format.Record). One
 // file per verb: install.go, upgrade.go, uninstall.go, reinstall.go,
-// rollback.go; reads.go and inventory.go read; actionconfig.go sets Helm up
+// rollback.go, adopt.go, replace.go (the dry run of a moved release's
+// replacement); reads.go and inventory.go read; actionconfig.go sets Helm up
 // for one operation. It decides nothing: callers (package triggers) say what
 // to do; this package does it with the real Helm storage drivers, writes the
 // release labels of internal/format, and passes Helm's errors and debug lines

@@ -24,34 +24,72 @@ type resolvedTag struct {
 	resolved time.Time
 }
 
-func (c *ChartCache) registry() (*registry.Client, error) {
+// registry returns a registry client whose every request is bound to ctx:
+// Helm's registry client takes no context, and would wait up to the
+// download timeout for a registry that accepts connections and never
+// answers, whatever the caller's context. The connections are shared.
+func (c *ChartCache) registry(ctx context.Context) (*registry.Client, error) {
 	c.regOnce.Do(func() {
-		opts := []registry.ClientOption{
-			registry.ClientOptWriter(io.Discard),
-			// The default transport uses the system trust store, SSL_CERT_FILE included.
-			registry.ClientOptHTTPClient(&http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: c.opts.Timeout}),
-		}
-		creds := c.opts.RegistryConfig
-		if creds == "" {
-			// No credentials: a file that does not exist, rather than the
-			// current user's docker or Helm login.
-			creds = filepath.Join(c.opts.Dir, "no-registry-credentials.json")
-		}
-		opts = append(opts, registry.ClientOptCredentialsFile(creds))
-		c.reg, c.regErr = registry.NewClient(opts...)
-		if c.regErr != nil {
-			c.regErr = fmt.Errorf("cannot create the OCI registry client: %w", c.regErr)
-		}
+		// The default transport uses the system trust store, SSL_CERT_FILE included.
+		c.regTransport = http.DefaultTransport.(*http.Transport).Clone()
 	})
-	return c.reg, c.regErr
+	creds := c.opts.RegistryConfig
+	if creds == "" {
+		// No credentials: a file that does not exist, rather than the
+		// current user's docker or Helm login.
+		creds = filepath.Join(c.opts.Dir, "no-registry-credentials.json")
+	}
+	reg, err := registry.NewClient(
+		registry.ClientOptWriter(io.Discard),
+		registry.ClientOptHTTPClient(&http.Client{Transport: boundTransport{ctx: ctx, next: c.regTransport}, Timeout: c.opts.Timeout}),
+		registry.ClientOptCredentialsFile(creds),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create the OCI registry client: %w", err)
+	}
+	return reg, nil
+}
+
+// boundTransport cancels each request, and the reading of its answer, when
+// ctx ends, besides the request's own context.
+type boundTransport struct {
+	ctx  context.Context
+	next http.RoundTripper
+}
+
+func (b boundTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(req.Context())
+	stop := context.AfterFunc(b.ctx, func() { cancel(context.Cause(b.ctx)) })
+	release := func() {
+		stop()
+		cancel(nil)
+	}
+	resp, err := b.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		release()
+		return nil, err
+	}
+	resp.Body = &releaseOnClose{ReadCloser: resp.Body, release: release}
+	return resp, nil
+}
+
+type releaseOnClose struct {
+	io.ReadCloser
+	release func()
+}
+
+func (r *releaseOnClose) Close() error {
+	err := r.ReadCloser.Close()
+	r.release()
+	return err
 }
 
 // ociChart pulls an oci:// chart, by the digest its tag resolves to. A
 // pinned chart's tag is resolved at every load and must still name the
 // pin, and it is pulled by the pin: a re-pushed tag is an error, never
 // another chart.
-func (c *ChartCache) ociChart(_ context.Context, ref config.Chart) (archive, error) {
-	reg, err := c.registry()
+func (c *ChartCache) ociChart(ctx context.Context, ref config.Chart) (archive, error) {
+	reg, err := c.registry(ctx)
 	if err != nil {
 		return archive{}, err
 	}
@@ -94,7 +132,11 @@ func (c *ChartCache) ociChart(_ context.Context, ref config.Chart) (archive, err
 		a.name, a.where = name, where
 		return a, nil
 	}
-	defer c.lock("oci " + full)()
+	unlock, err := c.lock(ctx, "oci "+full)
+	if err != nil {
+		return archive{}, err
+	}
+	defer unlock()
 	if a, ok := c.cachedArchive(key, ref.Verify); ok {
 		a.name, a.where = name, where
 		return a, nil

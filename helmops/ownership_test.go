@@ -21,7 +21,7 @@ import (
 // where "null" removes a label.
 func helmUpgrade(t *testing.T, m *Manager, ns, name string, values map[string]interface{}, labels map[string]string) error {
 	t.Helper()
-	cfg, err := m.actionConfig(ns, nil)
+	cfg, err := m.actionConfig(context.Background(), ns, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func (m *Manager) preflightUpgrade(ctx context.Context, d Desired) error {
 	if m.as.IsZero() {
 		return nil
 	}
-	cfg, err := m.actionConfig(d.Namespace, d.Redact)
+	cfg, err := m.actionConfig(ctx, d.Namespace, d.Redact)
 	if err != nil {
 		return err
 	}

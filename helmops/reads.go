@@ -36,7 +36,7 @@ func (m *Manager) specReleases(ctx context.Context, namespaces []string, match m
 		for k, v := range match {
 			q[k] = v
 		}
-		groups, err := m.query(ns, q)
+		groups, err := m.query(ctx, ns, q)
 		if err != nil {
 			return nil, err
 		}
@@ -75,7 +75,7 @@ func (m *Manager) Lookup(ctx context.Context, namespace, name string) (*format.R
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	groups, err := m.query(namespace, map[string]string{"name": name})
+	groups, err := m.query(ctx, namespace, map[string]string{"name": name})
 	if err != nil {
 		return nil, fmt.Errorf("cannot look up release %s/%s: %w", namespace, name, err)
 	}
@@ -96,7 +96,7 @@ func (m *Manager) ManagedReleases(ctx context.Context, namespaces []string) ([]*
 	return eachNamespace(ctx, namespaces, func(ns string) ([]*format.Release, error) {
 		// All records, not only autox-labelled ones: a release's newest
 		// revision decides whose it is, labelled or not.
-		recs, err := m.storage(ns).List(func(*release.Release) bool { return true })
+		recs, err := m.storage(ctx, ns).List(func(*release.Release) bool { return true })
 		if err != nil {
 			return nil, fmt.Errorf("cannot list releases: %w", err)
 		}

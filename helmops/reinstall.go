@@ -59,16 +59,23 @@ func (m *Manager) Reinstall(ctx context.Context, d Desired) (int, error) {
 // server-side dry-run create. An object of the running release answers
 // AlreadyExists, which the API server checks only after validating it.
 func (m *Manager) dryRunInstall(ctx context.Context, d Desired) error {
-	in, cfg, err := m.newInstall(d)
+	in, cfg, err := m.newInstall(ctx, d)
 	if err != nil {
 		return err
 	}
 	in.DryRun = true
 	in.DryRunOption = "server"
-	rel, err := in.RunWithContext(ctx, d.Chart, d.Values)
-	if err == nil {
-		err = dryRunCreate(ctx, cfg.KubeClient, installManifest(rel))
-	}
+	// Helm renders (its lookups read the cluster) and maps the objects
+	// without a context, and the dry-run creates take none either: the
+	// caller stops waiting when ctx ends, which a dry run, writing nothing,
+	// allows.
+	err = m.untilDone(ctx, func() error {
+		rel, err := in.RunWithContext(ctx, d.Chart, d.Values)
+		if err == nil {
+			err = dryRunCreate(ctx, cfg.KubeClient, installManifest(rel))
+		}
+		return err
+	})
 	if err != nil {
 		m.forgetCapabilities()
 		return d.Redact.Error(err)
@@ -85,6 +92,18 @@ func installManifest(rel *release.Release) string {
 // dryRunCreate sends each object of manifest to the API server as a dry-run
 // create and returns every refusal but AlreadyExists.
 func dryRunCreate(ctx context.Context, kc kube.Interface, manifest string) error {
+	return eachObject(ctx, kc, manifest, func(info *resource.Info) error {
+		_, err := resource.NewHelper(info.Client, info.Mapping).DryRun(true).Create(info.Namespace, true, info.Object)
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("the API server refuses %s: %w", info.ObjectName(), err)
+		}
+		return nil
+	})
+}
+
+// eachObject calls check for each object of manifest and returns every
+// error it returned; it stops when ctx ends.
+func eachObject(ctx context.Context, kc kube.Interface, manifest string, check func(*resource.Info) error) error {
 	objects, err := kc.Build(strings.NewReader(manifest), false)
 	if err != nil {
 		return fmt.Errorf("cannot build the release's objects: %w", err)
@@ -94,10 +113,7 @@ func dryRunCreate(ctx context.Context, kc kube.Interface, manifest string) error
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		_, err := resource.NewHelper(info.Client, info.Mapping).DryRun(true).Create(info.Namespace, true, info.Object)
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			errs = append(errs, fmt.Errorf("the API server refuses %s: %w", info.ObjectName(), err))
-		}
+		errs = append(errs, check(info))
 	}
 	return errors.Join(errs...)
 }

@@ -172,9 +172,9 @@ func lastWrite(meta metav1.ObjectMeta) time.Time {
 
 // query returns the records of namespace matching match (label equality
 // only, as the drivers' Query), grouped by release name; none is no error.
-func (m *Manager) query(namespace string, match map[string]string) (map[string][]*release.Release, error) {
+func (m *Manager) query(ctx context.Context, namespace string, match map[string]string) (map[string][]*release.Release, error) {
 	match["owner"] = "helm"
-	recs, err := m.storage(namespace).Query(match)
+	recs, err := m.storage(ctx, namespace).Query(match)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil, nil
 	}
@@ -256,7 +256,7 @@ func (m *Manager) newestOnly(ctx context.Context, namespace string, groups map[s
 			out[name] = groups[name]
 			continue
 		}
-		whole, err := m.query(namespace, map[string]string{"name": name})
+		whole, err := m.query(ctx, namespace, map[string]string{"name": name})
 		if err != nil {
 			return nil, err
 		}

@@ -68,7 +68,11 @@ func (c *ChartCache) repoChart(ctx context.Context, ref config.Chart) (archive, 
 		a.name, a.where = name, where
 		return a, nil
 	}
-	defer c.lock("chart " + repoURL + " " + ref.Name + " " + ref.Version)()
+	unlock, err := c.lock(ctx, "chart "+repoURL+" "+ref.Name+" "+ref.Version)
+	if err != nil {
+		return archive{}, err
+	}
+	defer unlock()
 	if a, ok := c.cachedArchive("sha256-"+want, ref.Verify); want != "" && ok {
 		a.name, a.where = name, where // another worker fetched it meanwhile
 		return a, nil
@@ -134,7 +138,11 @@ func (c *ChartCache) index(ctx context.Context, repoURL string, entry *repo.Entr
 	if ci != nil && now.Sub(ci.fetched) < c.opts.Refresh {
 		return ci.index, nil
 	}
-	defer c.lock("index " + repoURL)()
+	unlock, err := c.lock(ctx, "index "+repoURL)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	c.mu.Lock()
 	ci = c.indexes[repoURL]
 	c.mu.Unlock()

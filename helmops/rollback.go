@@ -20,7 +20,7 @@ func (m *Manager) Rollback(ctx context.Context, namespace, name string, toRevisi
 	if err := notStarted(ctx, "rollback", namespace, name); err != nil {
 		return err
 	}
-	cfg, err := m.actionConfig(namespace, hide)
+	cfg, err := m.actionConfig(ctx, namespace, hide)
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ func (m *Manager) uninstall(ctx context.Context, namespace, name string, hide *r
 	if err := notStarted(ctx, "uninstall", namespace, name); err != nil {
 		return err
 	}
-	cfg, err := m.actionConfig(namespace, hide)
+	cfg, err := m.actionConfig(ctx, namespace, hide)
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
 	if err := m.preflightUpgrade(ctx, d); err != nil {
 		return 0, err
 	}
-	cfg, err := m.actionConfig(d.Namespace, d.Redact)
+	cfg, err := m.actionConfig(ctx, d.Namespace, d.Redact)
 	if err != nil {
 		return 0, err
 	}

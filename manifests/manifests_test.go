@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -23,7 +24,9 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/testenv"
+	"github.com/autox-dev/autox/triggers"
 )
 
 var cluster *testenv.Cluster
@@ -250,6 +253,53 @@ func TestValuesSourcesRBAC(t *testing.T) {
 	}
 	if _, err := secrets.List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("list of every Secret: %v, want Forbidden", err)
+	}
+}
+
+// TestOwnNamespaceRBAC: the base's Role in autox's own namespace lets
+// autox's ServiceAccount keep the record of managed namespaces the way autox
+// does (create, read, update, through triggers.ManagedSet) and read it as
+// plan and list do, but not read other ConfigMaps there.
+func TestOwnNamespaceRBAC(t *testing.T) {
+	ctx := context.Background()
+	var home string
+	var roles []*unstructured.Unstructured
+	for _, o := range render(t, "overlays/example") {
+		switch o.GetKind() {
+		case "Namespace":
+			home = o.GetName()
+		case "Role", "RoleBinding":
+			roles = append(roles, o)
+		}
+	}
+	if _, err := cluster.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: home}}, metav1.CreateOptions{}); testenv.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+	for _, o := range roles {
+		apply(t, o)
+	}
+	sa := rest.CopyConfig(cluster.Config)
+	sa.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + home + ":autox"}
+	client, err := kubernetes.NewForConfig(sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := triggers.NewConfigState(&config.Config{Namespaces: []string{"default"}})
+	m := triggers.NewManagedSet(triggers.ManagedSetOptions{Client: client.CoreV1(), Namespace: home, Instance: format.DefaultInstance, State: state, Log: zerolog.Nop()})
+	// RBAC caches nothing, but a fresh binding may take a moment to be seen.
+	testenv.Eventually(t, 30*time.Second, "the Role in force", func() (bool, error) {
+		err := m.Sync(ctx)
+		return err == nil, err
+	})
+	state.Apply(&config.Config{Namespaces: []string{"default", "more"}})
+	if err := m.Sync(ctx); err != nil {
+		t.Errorf("updating the record: %v", err)
+	}
+	if got, _, err := triggers.ReadManagedSet(ctx, client.CoreV1(), home, format.DefaultInstance); err != nil || strings.Join(got, ",") != "default,more" {
+		t.Errorf("reading the record: %v, %v", got, err)
+	}
+	if _, err := client.CoreV1().ConfigMaps(home).Get(ctx, "autox-config", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("get of another ConfigMap in %s: %v, want Forbidden", home, err)
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 // and release specs uninstall through the same reconcile.
 func (c *Controller) ApplyConfig(ctx context.Context, cfg *config.Config) config.Changes {
 	old := c.state.Apply(cfg)
+	// Recorded before any reconcile of the new config can install there.
+	c.syncManaged(ctx)
 	c.index.Store(buildIndex(cfg))
 	changes := config.Diff(old, cfg)
 	c.informers.sync(ctx, cfg)

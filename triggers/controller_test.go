@@ -56,6 +56,9 @@ type harness struct {
 	reads   *liveReads
 	// sources, if set, reads values sources (else a SourceReader).
 	sources observe.ValuesSources
+	// managed, if set, makes the record of managed namespaces the
+	// Reconciler keeps (else none).
+	managed func(*ConfigState) *ManagedSet
 }
 
 func newHarness(t *testing.T) *harness {
@@ -103,8 +106,12 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	if h.sources != nil {
 		sources = h.sources
 	}
+	var managed *ManagedSet
+	if h.managed != nil {
+		managed = h.managed(state)
+	}
 	rec := NewReconciler(ReconcilerOptions{Helm: helm, Charts: helmops.LocalCharts{}, Triggers: reads, Sources: sources, Inventory: inv,
-		State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(), Log: log, Metrics: m})
+		State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(), Log: log, Metrics: m, Managed: managed})
 	ctrl = NewController(Options{Reconciler: rec, Inventory: inv, Metadata: meta, Workers: 2, Resync: resync,
 		ShutdownTimeout: h.shutdown(), RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Backoff: h.backoff, Metrics: m, Log: log})
 	h.ctrl, h.metrics, h.reads = ctrl, m, reads

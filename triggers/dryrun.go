@@ -83,7 +83,7 @@ func (r *Reconciler) dryRunSelector(ctx context.Context, cfg *config.Config, spe
 	if err != nil {
 		return nil, err
 	}
-	o := r.observer.Unattributed(specName, unattributed)
+	o := r.observer.Unattributed(cfg, specName, unattributed)
 	p := plan.Decide(o.Observation)
 	steps := p.Steps
 	errs := []error{r.applier.Report(o, p)}

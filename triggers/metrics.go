@@ -83,7 +83,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	// Every action's series exist from the start, so rates and alerts see
 	// the first failure.
-	for _, a := range []plan.Action{plan.ActionInstall, plan.ActionUpgrade, plan.ActionReinstall, plan.ActionUninstall, plan.ActionRollback} {
+	for _, a := range []plan.Action{plan.ActionInstall, plan.ActionUpgrade, plan.ActionReinstall, plan.ActionUninstall, plan.ActionRollback, plan.ActionAdopt} {
 		m.helmDuration.WithLabelValues(string(a))
 		for _, r := range []string{resultSuccess, resultError} {
 			m.helmOperations.WithLabelValues(string(a), r)

@@ -35,6 +35,9 @@ func (c *Controller) runPass(ctx context.Context) {
 	if !ok {
 		return // stopping: queue nothing
 	}
+	// The namespaces the survey found empty leave the record; one it
+	// could not read at start-up is read again.
+	c.syncManaged(ctx)
 	keys := verdict.Keys
 	for _, key := range verdict.Noticed {
 		c.noticed.Store(key, true)

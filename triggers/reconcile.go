@@ -3,6 +3,7 @@ package triggers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -50,6 +51,9 @@ type ReconcilerOptions struct {
 	// DefaultServiceAccount is --default-service-account: the account, in
 	// each release's namespace, of releases that name none ("" for autox).
 	DefaultServiceAccount string
+	// Managed, if set, records the namespaces this instance manages in the
+	// cluster (DESIGN §4); installs wait until their namespace is recorded.
+	Managed *ManagedSet
 }
 
 // Reconciler runs one queue key through observe → plan → apply: the
@@ -81,6 +85,9 @@ func NewReconciler(opts ReconcilerOptions) *Reconciler {
 		Impersonate: func(ctx context.Context, sa helmops.ServiceAccount) (apply.Helm, error) { return opts.Helm.As(ctx, sa) }})
 	return r
 }
+
+// Managed is the record of managed namespaces the Reconciler keeps, or nil.
+func (r *Reconciler) Managed() *ManagedSet { return r.opts.Managed }
 
 // State is the config state the Reconciler decides with.
 func (r *Reconciler) State() *ConfigState { return r.opts.State }
@@ -147,7 +154,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) (follow []string
 		r.opts.Metrics.releaseSpecOutcomes(specName, obj, ids, all)
 		return nil, err
 	}
-	err = r.run(ctx, o, start)
+	err = r.run(ctx, o, start, func(ctx context.Context) (*observe.Observed, error) {
+		return r.observer.Observe(ctx, cfg, specName, obj)
+	})
 	if !obj.IsZero() && !o.State.Wanted() && o.State != plan.TriggerConflict {
 		r.observer.Admissions().Leave(specName, obj)
 	}
@@ -169,17 +178,45 @@ func (r *Reconciler) sweep(ctx context.Context, cfg *config.Config, specName str
 	for _, o := range objs {
 		follow = append(follow, ObjectKey(specName, o))
 	}
-	return follow, r.run(ctx, r.observer.Unattributed(specName, unattributed), start)
+	return follow, r.run(ctx, r.observer.Unattributed(cfg, specName, unattributed), start, nil)
 }
 
-// run decides an observation and applies its plan.
-func (r *Reconciler) run(ctx context.Context, o *observe.Observed, start time.Time) error {
-	p := plan.Decide(o.Observation)
-	reported := r.applier.Report(o, p)
-	stepErrs := r.applier.Apply(ctx, o, p.Steps)
-	err := errors.Join(append([]error{reported}, stepErrs...)...)
+// run decides an observation and applies its plan. The steps after the
+// plan's removals were decided on the cluster before them: a name or
+// objects a removal frees are another release spec's at once. So when a
+// removal ran and other steps follow, the key is observed again (reobserve,
+// nil when there is nothing to read again) and those steps decided anew,
+// in the same reconcile: never left to the next pass.
+func (r *Reconciler) run(ctx context.Context, o *observe.Observed, start time.Time, reobserve func(context.Context) (*observe.Observed, error)) error {
+	// An install into a namespace the record of managed namespaces does
+	// not hold yet waits (ManagedSet.Admit: a failure of its release spec),
+	// and so does the removal that waits for it as its replacement; the
+	// other steps go on. applied and stepErrs are the steps run and their
+	// errors, for the outcomes.
+	p := r.opts.Managed.Admit(ctx, plan.Decide(o.Observation))
+	var errs, stepErrs []error
+	var applied []plan.Step
+	if n := plan.LeadingRemovals(p.Steps); n == 0 || reobserve == nil || (n == len(p.Steps) && len(p.Failed) == 0) {
+		applied, stepErrs = p.Steps, r.applier.Apply(ctx, o, p.Steps)
+		errs = append([]error{r.applier.Report(o, p)}, stepErrs...)
+	} else {
+		removalErrs, removed := r.applier.RemoveFirst(ctx, o, p.Steps)
+		applied, stepErrs = p.Steps[:len(removalErrs)], removalErrs
+		errs = removalErrs
+		again, err := reobserve(ctx)
+		if err != nil {
+			// The rest waits for the retry, which observes anew.
+			errs = append(errs, r.applier.Report(o, p), fmt.Errorf("cannot decide again after the removals: %w", err))
+		} else {
+			o, p = again, r.opts.Managed.Admit(ctx, plan.Decide(again.Observation))
+			after := r.applier.ApplyAfter(ctx, o, p.Steps, removed)
+			applied, stepErrs = append(applied, p.Steps...), append(stepErrs, after...)
+			errs = append(append(errs, r.applier.Report(o, p)), after...)
+		}
+	}
+	err := errors.Join(errs...)
 	r.count(o.Spec, err, start)
-	r.opts.Metrics.releaseSpecOutcomes(o.Spec, o.Object, r.releaseSpecIDs(o.Spec), outcomes(o.Observation, p.Failed, p.Steps, stepErrs))
+	r.opts.Metrics.releaseSpecOutcomes(o.Spec, o.Object, r.releaseSpecIDs(o.Spec), outcomes(o.Observation, p.Failed, applied, stepErrs))
 	ev := r.opts.Log.Debug()
 	if err != nil {
 		ev = r.opts.Log.Error().Err(err)

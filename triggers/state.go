@@ -1,6 +1,7 @@
 package triggers
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -12,18 +13,27 @@ import (
 // must look in. A config change that drops a namespace from `namespaces`
 // leaves the releases of removed specs there to be uninstalled, so the
 // dropped namespace stays in scope until a pass finds none of ours in it.
+// The namespaces this instance has managed are also kept in the cluster
+// (see ManagedSet): those read back are in scope the same way, so a
+// namespace dropped while autox was down is collected too.
 // It is shared by the Reconciler and the Controller and safe for concurrent use.
 type ConfigState struct {
 	mu  sync.Mutex
 	cfg *config.Config
-	// dropped maps a dropped namespace to when it was dropped.
+	// dropped maps a namespace outside the config that may still hold
+	// releases of ours to when it left the config: the zero time for one
+	// read back from the recorded set (it left before this process knew it).
 	dropped map[string]time.Time
-	now     func() time.Time
+	// forgotten are the namespaces a listing found empty since the recorded
+	// set was last written: they leave it at the next write, and a stale
+	// read of it does not bring them back.
+	forgotten map[string]bool
+	now       func() time.Time
 }
 
 // NewConfigState starts with cfg in force.
 func NewConfigState(cfg *config.Config) *ConfigState {
-	return &ConfigState{cfg: cfg, dropped: map[string]time.Time{}, now: time.Now}
+	return &ConfigState{cfg: cfg, dropped: map[string]time.Time{}, forgotten: map[string]bool{}, now: time.Now}
 }
 
 // Config returns the config in force.
@@ -45,6 +55,7 @@ func (s *ConfigState) Apply(cfg *config.Config) *config.Config {
 	}
 	for _, ns := range cfg.Namespaces {
 		delete(s.dropped, ns)
+		delete(s.forgotten, ns)
 	}
 	s.cfg = cfg
 	return old
@@ -55,6 +66,10 @@ func (s *ConfigState) Apply(cfg *config.Config) *config.Config {
 func (s *ConfigState) GCNamespaces() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.gcNamespaces()
+}
+
+func (s *ConfigState) gcNamespaces() []string {
 	out := append([]string{}, s.cfg.Namespaces...)
 	extra := make([]string, 0, len(s.dropped))
 	for ns := range s.dropped {
@@ -74,6 +89,60 @@ func (s *ConfigState) Collected(empty []string, safeSince time.Time) {
 	for _, ns := range empty {
 		if at, ok := s.dropped[ns]; ok && at.Before(safeSince) {
 			delete(s.dropped, ns)
+			s.forgotten[ns] = true
 		}
 	}
+}
+
+// Remember takes in the namespaces read from the recorded set: each one
+// outside the config, not dropped already and not found empty since, is
+// looked in until a listing finds it empty. It dropped before any
+// reconcile of this process could write there, hence the zero time.
+func (s *ConfigState) Remember(recorded []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ns := range recorded {
+		if _, ok := s.dropped[ns]; ok || s.cfg.Manages(ns) || s.forgotten[ns] {
+			continue
+		}
+		s.dropped[ns] = time.Time{}
+	}
+}
+
+// Record is what the recorded set should hold, given what it holds now:
+// every namespace looked in, and those it holds that no listing has found
+// empty since. Nothing leaves it but by a listing, so a read that failed
+// or a process that knows less never shrinks it. Sorted.
+func (s *ConfigState) Record(stored []string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.gcNamespaces()
+	for _, ns := range stored {
+		if !s.forgotten[ns] {
+			out = append(out, ns)
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// Recorded notes that the recorded set now holds written: the namespaces
+// forgotten that are not in it are gone from it for good.
+func (s *ConfigState) Recorded(written []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ns := range s.forgotten {
+		if !slices.Contains(written, ns) {
+			delete(s.forgotten, ns)
+		}
+	}
+}
+
+// startTerm forgets which namespaces listings found empty: a new leadership
+// term looks in everything the record holds until a listing of its own
+// finds it empty (another process may have led in between).
+func (s *ConfigState) startTerm() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.forgotten)
 }

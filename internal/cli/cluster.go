@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -40,6 +41,9 @@ type clusterFlags struct {
 	defaultServiceAccount string
 	// chartKeyring is --chart-keyring, for chart.verify.
 	chartKeyring string
+	// leaderElectionNamespace holds the Lease and the record of the
+	// namespaces the instance manages, which plan and list read too.
+	leaderElectionNamespace string
 }
 
 func (c *clusterFlags) register(fs *pflag.FlagSet) {
@@ -52,6 +56,8 @@ func (c *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&c.kubeAPIBurst, "kube-api-burst", 300, "requests autox may send at once above --kube-api-qps, when that is positive")
 	fs.StringVar(&c.chartKeyring, "chart-keyring", "", "OpenPGP public keyring file (as `gpg --export` writes it) that chart.verify checks provenance with, for charts whose release spec names no chart.keyring Secret")
 	fs.StringVar(&c.defaultServiceAccount, "default-service-account", "", "service account, in each release's namespace, that the Helm operations of release specs without serviceAccountName run as (a lockdown for multi-team clusters); empty: autox's own identity")
+	fs.StringVar(&c.leaderElectionNamespace, "leader-election-namespace", defaultLeaseNamespace(),
+		"namespace of the leader election Lease and of the ConfigMap "+triggers.ManagedSetName("<instance>")+" that records the namespaces the instance has managed")
 }
 
 // clusterDeps are the clients built from clusterFlags.
@@ -73,7 +79,7 @@ func (c *clusterFlags) connect(version string, log zerolog.Logger) (*clusterDeps
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	rc, err := c.restConfig(version)
+	rc, err := c.restConfig(version, log)
 	if err != nil {
 		return nil, err
 	}
@@ -129,13 +135,13 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 }
 
 // reconciler builds the one kind of Reconciler that run and plan share, so
-// they cannot disagree about what to do. m and events may be nil (plan).
+// they cannot disagree about what to do. m, events and managed may be nil (plan).
 func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts helmops.ChartSource, helmTimeout time.Duration,
-	m *triggers.Metrics, events record.EventRecorder, log zerolog.Logger) *triggers.Reconciler {
+	m *triggers.Metrics, events record.EventRecorder, managed *triggers.ManagedSet, log zerolog.Logger) *triggers.Reconciler {
 	return triggers.NewReconciler(triggers.ReconcilerOptions{
 		Helm: d.helm, Charts: charts, Triggers: observe.TriggerReader{Client: d.meta, Mapper: d.mapper}, Inventory: d.inv,
 		Sources: d.sources(),
-		State:   state, StaleAfter: helmTimeout + 30*time.Second, Log: log, Metrics: m, Events: events,
+		State:   state, StaleAfter: helmTimeout + 30*time.Second, Log: log, Metrics: m, Events: events, Managed: managed,
 		DefaultServiceAccount: d.defaultServiceAccount,
 	})
 }
@@ -167,7 +173,8 @@ func (c *clusterFlags) keyrings(client kubernetes.Interface) helmops.Keyrings {
 }
 
 // restConfig follows DESIGN §6: --kubeconfig, else in-cluster, else
-// $KUBECONFIG, else ~/.kube/config. version goes into the User-Agent.
+// $KUBECONFIG, else ~/.kube/config. version goes into the User-Agent. The
+// API server's warnings are counted and logged without their text.
 //
 // A positive --kube-api-qps is one token bucket that every client built
 // from the config shares (rest.CopyConfig keeps it): it bounds what the
@@ -177,7 +184,7 @@ func (c *clusterFlags) keyrings(client kubernetes.Interface) helmops.Keyrings {
 // priority and fairness, GA since Kubernetes 1.29) do: the server queues and
 // sheds load per flow itself, and autox's requests in flight are bounded by
 // its workers (each makes its requests one after another).
-func (c *clusterFlags) restConfig(version string) (*rest.Config, error) {
+func (c *clusterFlags) restConfig(version string, log zerolog.Logger) (*rest.Config, error) {
 	var (
 		cfg *rest.Config
 		err error
@@ -198,6 +205,24 @@ func (c *clusterFlags) restConfig(version string) (*rest.Config, error) {
 		cfg.QPS = -1 // 0 would be client-go's default of 5 per second
 	}
 	cfg.Wrap(countRequests)
+	handleWarnings(cfg, log)
 	cfg.UserAgent = "autox/" + version
 	return cfg, nil
+}
+
+// rememberManaged puts the namespaces the instance has recorded into state,
+// reading only (plan, list), so that what they show covers the releases left
+// in a namespace the config dropped. The error says they may be incomplete.
+// Run outside the cluster, the record's namespace defaults to "default"
+// while autox itself runs in its pod's namespace: an absent record there is
+// most likely the wrong place, and the warning says which flag to set.
+func (d *clusterDeps) rememberManaged(ctx context.Context, c *clusterFlags, state *triggers.ConfigState, log zerolog.Logger) error {
+	recorded, found, err := triggers.ReadManagedSet(ctx, d.client.CoreV1(), c.leaderElectionNamespace, c.instance)
+	if err == nil && !found && os.Getenv("POD_NAMESPACE") == "" {
+		log.Warn().Str("configMap", c.leaderElectionNamespace+"/"+triggers.ManagedSetName(c.instance)).
+			Msg("no record of the namespaces this instance has managed here; releases in namespaces the config dropped are not shown. " +
+				"Pass --leader-election-namespace with the namespace autox runs in (its Lease's namespace)")
+	}
+	state.Remember(recorded)
+	return err
 }

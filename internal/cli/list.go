@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -9,6 +11,7 @@ import (
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/triggers"
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
@@ -42,7 +45,7 @@ func newListCommand(version string) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "list --config FILE",
-		Short: "List the releases autox manages in the config's namespaces",
+		Short: "List the releases autox manages in the config's namespaces and those it has recorded",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd.Flags()); err != nil {
 				return err
@@ -58,26 +61,33 @@ func newListCommand(version string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			namespaces := cfg.Namespaces
-			if namespace != "" {
-				if !cfg.Manages(namespace) {
-					return &exitError{1, fmt.Errorf("namespace %s is not listed in the config's namespaces", namespace)}
-				}
-				namespaces = []string{namespace}
-			}
 			deps, err := cf.connect(version, log)
 			if err != nil {
 				return &exitError{1, err}
+			}
+			// The config's namespaces and those the instance has recorded:
+			// releases left in a namespace the config dropped are orphans.
+			state := triggers.NewConfigState(cfg)
+			var recordErr error
+			if namespace == "" || !cfg.Manages(namespace) {
+				recordErr = deps.rememberManaged(cmd.Context(), &cf, state, log)
+			}
+			namespaces := state.GCNamespaces()
+			if namespace != "" {
+				if !slices.Contains(namespaces, namespace) {
+					return &exitError{1, errors.Join(fmt.Errorf("namespace %s is neither in the config's namespaces nor recorded as managed by instance %s", namespace, cf.instance), recordErr)}
+				}
+				namespaces = []string{namespace}
 			}
 			rels, err := deps.helm.ManagedReleases(cmd.Context(), namespaces)
 			if err != nil && helmops.FailedNamespaces(err) == nil {
 				return &exitError{1, err}
 			}
 			// Some namespaces could not be read: list the others, then fail.
-			if perr := printRows(cmd.OutOrStdout(), output, listRows(cfg, rels, orphans, cf.defaultServiceAccount)); perr != nil {
+			if perr := printRows(cmd.OutOrStdout(), output, listRows(cfg, deps.helm.Instance(), rels, orphans, cf.defaultServiceAccount)); perr != nil {
 				return &exitError{1, perr}
 			}
-			if err != nil {
+			if err = errors.Join(recordErr, err); err != nil {
 				return &exitError{1, fmt.Errorf("the list is incomplete: %w", err)}
 			}
 			return nil
@@ -87,15 +97,19 @@ func newListCommand(version string) *cobra.Command {
 	fs.StringVar(&path, "config", "", "path of the config file")
 	cf.register(fs)
 	fs.StringVarP(&output, "output", "o", "table", "output format: table or json")
-	fs.StringVarP(&namespace, "namespace", "n", "", "only this managed namespace")
+	fs.StringVarP(&namespace, "namespace", "n", "", "only this namespace (one of the config's, or one recorded as managed)")
 	fs.BoolVar(&orphans, "orphans", false, "only releases the config no longer wants")
 	return cmd
 }
 
-func listRows(cfg *config.Config, rels []*format.Release, onlyOrphans bool, defaultServiceAccount string) []listedRelease {
+// listRows are the rows of rels; a release is an orphan when the config
+// wants it neither as its labels say nor under the owner a rename hands it
+// over to (plan.AdopterOf), which adopts it.
+func listRows(cfg *config.Config, instance string, rels []*format.Release, onlyOrphans bool, defaultServiceAccount string) []listedRelease {
 	rows := []listedRelease{}
 	for _, r := range rels {
-		orphan := !plan.WantedBy(cfg, format.Record{Name: r.Name, Namespace: r.Namespace, Spec: r.Spec, ReleaseSpec: r.ReleaseSpec,
+		adopter, handedOver := plan.AdopterOf(cfg, instance, r)
+		orphan := !handedOver && !plan.WantedBy(cfg, format.Record{Name: r.Name, Namespace: r.Namespace, Spec: r.Spec, ReleaseSpec: r.ReleaseSpec,
 			ObjectNamespace: r.ObjectNamespace, ObjectName: r.ObjectName})
 		if onlyOrphans && !orphan {
 			continue
@@ -105,13 +119,18 @@ func listRows(cfg *config.Config, rels []*format.Release, onlyOrphans bool, defa
 			Chart: r.ChartName, ChartVersion: r.ChartVersion, Revision: r.Revision, Status: string(r.Status),
 			Updated: r.Updated.UTC(), Orphan: orphan,
 		})
-		// The identity plan would remove or change it as; the chart trust of
-		// the release spec that wants it.
+		// The identity plan would remove or change it as, and the chart
+		// trust of the release spec that wants it: its adopter's, when a
+		// rename hands it over.
 		row := &rows[len(rows)-1]
-		spec := cfg.Specs[r.Spec]
+		owner := format.Owner{Spec: r.Spec, ReleaseSpec: r.ReleaseSpec}
+		if handedOver {
+			owner = adopter
+		}
+		spec := cfg.Specs[owner.Spec]
 		var rs *config.ReleaseSpec
 		if spec != nil {
-			rs = spec.ReleaseSpecs[r.ReleaseSpec]
+			rs = spec.ReleaseSpecs[owner.ReleaseSpec]
 		}
 		row.ServiceAccount = config.RunsAs(spec, rs, defaultServiceAccount)
 		if rs != nil && !orphan {

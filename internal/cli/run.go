@@ -30,19 +30,19 @@ import (
 
 type runFlags struct {
 	clusterFlags
-	config                                 string
-	resync, shutdownTimeout                time.Duration
-	workers                                int
-	cacheDir, repositoryConfig             string
-	registryConfig                         string
-	indexRefresh                           time.Duration
-	leaderElect                            bool
-	leaderElectionNamespace, leaderElectID string
-	leaseDuration, renewDeadline           time.Duration
-	retryPeriod                            time.Duration
-	httpAddr, logLevel, logFormat          string
-	configDebounce, configCheckInterval    time.Duration
-	valuesCoalesce                         time.Duration
+	config                              string
+	resync, shutdownTimeout             time.Duration
+	workers                             int
+	cacheDir, repositoryConfig          string
+	registryConfig                      string
+	indexRefresh                        time.Duration
+	leaderElect                         bool
+	leaderElectID                       string
+	leaseDuration, renewDeadline        time.Duration
+	retryPeriod                         time.Duration
+	httpAddr, logLevel, logFormat       string
+	configDebounce, configCheckInterval time.Duration
+	valuesCoalesce                      time.Duration
 }
 
 func newRunCommand(version string) *cobra.Command {
@@ -71,7 +71,6 @@ func newRunCommand(version string) *cobra.Command {
 	fs.StringVar(&f.registryConfig, "registry-config", "", "docker config.json with OCI registry credentials")
 	fs.DurationVar(&f.indexRefresh, "chart-index-refresh", 10*time.Minute, "how long a fetched repository index or resolved OCI tag is trusted before it is fetched again")
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect one writer among replicas with a Lease")
-	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", defaultLeaseNamespace(), "namespace of the leader election Lease")
 	fs.StringVar(&f.leaderElectID, "leader-election-id", "", "name of the leader election Lease (default: the --instance name)")
 	fs.DurationVar(&f.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before taking over")
 	fs.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader tries to renew before it gives up leading")
@@ -143,7 +142,7 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 		log.Warn().Str("config", f.config).Msg("the config file is a mount point of its own, as with a subPath volume mount: " +
 			"the kubelet never updates those, so config changes will not reach autox; mount the whole ConfigMap as a directory")
 	}
-	base, err := f.clusterFlags.restConfig(version)
+	base, err := f.clusterFlags.restConfig(version, log)
 	if err != nil {
 		return &exitError{1, err}
 	}
@@ -238,8 +237,12 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 		defer events.Shutdown()
 		events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: deps.client.CoreV1().Events("")})
 		ctrl := live.attach(func(state *triggers.ConfigState) *triggers.Controller {
+			// The record of managed namespaces is written through the
+			// term's fence too, with or without leader election.
+			managed := triggers.NewManagedSet(triggers.ManagedSetOptions{Client: deps.client.CoreV1(),
+				Namespace: f.leaderElectionNamespace, Instance: f.instance, State: state, Log: log})
 			rec := deps.reconciler(state, charts, f.helmTimeout, loopMetrics,
-				events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"}), log)
+				events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"}), managed, log)
 			return triggers.NewController(triggers.Options{
 				Reconciler: rec, Inventory: deps.inv, Metadata: deps.meta, Workers: f.workers, Resync: f.resync,
 				ShutdownTimeout: f.shutdownTimeout, Metrics: loopMetrics, RequestCount: apiRequests.Load, Log: log,

@@ -249,6 +249,7 @@ func (l *watchedLock) renewed(start time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lastRenew = start
+	l.term.lastsUntil(start.Add(l.renewDeadline))
 	if l.timer != nil {
 		l.timer.Reset(time.Until(start.Add(l.renewDeadline)))
 	}

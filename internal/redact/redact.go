@@ -1,12 +1,15 @@
-// Package redact hides the secret strings of Helm values in text before it is
+// Package redact hides the secret values of Helm values in text before it is
 // logged, put in an Event or returned as an error (DESIGN §5). Values may hold
 // secrets and autox cannot tell which, so every string value of 4 or more
-// characters counts as one. The package is pure: no I/O, no clock.
+// characters counts as one; a value known to come from a Secret counts as one
+// whatever its type (a number, a boolean), once its text has 4 or more
+// characters. The package is pure: no I/O, no clock.
 package redact
 
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"reflect"
 	"sort"
 	"strconv"
@@ -32,10 +35,23 @@ type Redactor struct {
 // New returns a Redactor for the string values found in values. It walks maps
 // and lists recursively and collects string values of MinLength or more
 // characters; map keys are not secrets (they are the chart's schema).
-func New(values ...map[string]interface{}) *Redactor {
+func New(values ...map[string]interface{}) *Redactor { return Build(values, nil) }
+
+// Build returns a Redactor for the string values of values, as New, and for
+// every value of fromSecrets whatever its type: a number or a boolean a Secret
+// holds is as secret as its strings, and is hidden in each text form a
+// message may print it in (12345; 1e+06 and 1000000; true) that has
+// MinLength or more characters. So "true" and "false" from a Secret are
+// hidden wherever they occur in the release's messages, words included: the
+// price of not telling a Secret's boolean apart from the word. A null is no
+// value and hides nothing.
+func Build(values, fromSecrets []map[string]interface{}) *Redactor {
 	secrets := map[string]bool{}
 	for _, v := range values {
-		collect(reflect.ValueOf(v), secrets)
+		collect(reflect.ValueOf(v), secrets, false)
+	}
+	for _, v := range fromSecrets {
+		collect(reflect.ValueOf(v), secrets, true)
 	}
 	forms := map[string]bool{}
 	for s := range secrets {
@@ -58,30 +74,65 @@ func New(values ...map[string]interface{}) *Redactor {
 	return r
 }
 
-// collect adds the string leaves of v to secrets. Reflection rather than a
-// type switch: values arrive as map[string]interface{}, but also as named
-// map types (Helm's chartutil.Values), []string or map[string]string.
-func collect(v reflect.Value, secrets map[string]bool) {
+// collect adds the string leaves of v to secrets, and with all the text
+// forms of its other scalar leaves too. Reflection rather than a type switch:
+// values arrive as map[string]interface{}, but also as named map types
+// (Helm's chartutil.Values), []string or map[string]string, and numbers as
+// float64 (JSON, YAML), int64 or json.Number (a string kind).
+func collect(v reflect.Value, secrets map[string]bool, all bool) {
 	switch v.Kind() {
 	case reflect.Interface, reflect.Pointer:
 		if !v.IsNil() {
-			collect(v.Elem(), secrets)
+			collect(v.Elem(), secrets, all)
 		}
 	case reflect.Map:
 		it := v.MapRange()
 		for it.Next() {
-			collect(it.Value(), secrets)
+			collect(it.Value(), secrets, all)
 		}
 	case reflect.Slice, reflect.Array:
 		if v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Uint8 {
 			return // []byte is not a value YAML or JSON decoding produces
 		}
 		for i := 0; i < v.Len(); i++ {
-			collect(v.Index(i), secrets)
+			collect(v.Index(i), secrets, all)
 		}
 	case reflect.String:
 		addSecret(v.String(), secrets)
+	case reflect.Bool:
+		if all {
+			addSecret(strconv.FormatBool(v.Bool()), secrets)
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if all {
+			addSecret(strconv.FormatInt(v.Int(), 10), secrets)
+		}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		if all {
+			addSecret(strconv.FormatUint(v.Uint(), 10), secrets)
+		}
+	case reflect.Float32, reflect.Float64:
+		if all {
+			for _, f := range floatForms(v.Float(), v.Type().Bits()) {
+				addSecret(f, secrets)
+			}
+		}
 	}
+}
+
+// floatForms are the texts a number decoded as a float prints as: a
+// template's {{ .Values.x }} and Go's %v (shortest, 1e+06), plain decimals
+// (1000000), JSON and YAML (toJson, toYaml: 1e+06 or 1000000 by size).
+func floatForms(f float64, bits int) []string {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return []string{strconv.FormatFloat(f, 'g', -1, bits)}
+	}
+	out := []string{strconv.FormatFloat(f, 'g', -1, bits), strconv.FormatFloat(f, 'f', -1, bits),
+		strconv.FormatFloat(f, 'e', -1, bits)}
+	if b, err := json.Marshal(f); err == nil {
+		out = append(out, string(b))
+	}
+	return out
 }
 
 // addSecret adds s and, for a multi-line value (a key, a certificate, a

@@ -41,7 +41,7 @@ func TestString(t *testing.T) {
 	q := func(s string) string { return fmt.Sprintf("%q", s) }
 	js := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 
-	for _, tc := range []struct{ name, in, want string }{
+	checkStrings(t, r, []stringCase{
 		{"plain", "token hunter22 here", "token *** here"},
 		{"twice", "hunter22/hunter22", "***/***"},
 		{"short strings stay", "abc is short", "abc is short"},
@@ -67,7 +67,15 @@ func TestString(t *testing.T) {
 		{"one line of a multi-line value", "yaml: line 2: MIIEabcdefgh", "yaml: line 2: ***"},
 		{"nothing to hide", "all fine", "all fine"},
 		{"empty", "", ""},
-	} {
+	})
+}
+
+type stringCase struct{ name, in, want string }
+
+// checkStrings runs r.String on each case's input.
+func checkStrings(t *testing.T, r *Redactor, cases []stringCase) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := r.String(tc.in); got != tc.want {
 				t.Errorf("String(%q) = %q, want %q", tc.in, got, tc.want)
@@ -116,5 +124,43 @@ func TestError(t *testing.T) {
 	plain := errors.New("nothing secret")
 	if r.Error(plain) != plain {
 		t.Error("an error with nothing to hide is returned as it is")
+	}
+}
+
+// TestBuildHidesEveryValueOfASecret: values from a Secret are hidden
+// whatever their type, in each text form a message prints them in, once
+// that has MinLength characters; the other values keep the string rule.
+func TestBuildHidesEveryValueOfASecret(t *testing.T) {
+	var fromJSON map[string]interface{}
+	if err := json.Unmarshal([]byte(`{"big": 1000000, "exact": 9007199254740993}`), &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	r := Build([]map[string]interface{}{{"inlineNumber": 67890, "inlineFlag": false, "inlineText": "inline-text"}},
+		[]map[string]interface{}{
+			{"pin": 54321, "negative": int64(-4711), "unsigned": uint16(8080), "ratio": 3.25, "small": 123, "flag": true,
+				"list": []interface{}{float32(2.5e9)}, "nested": map[string]interface{}{"port": float64(31337)}, "nothing": nil,
+				"number": json.Number("424242"), "text": "from-a-secret"},
+			fromJSON,
+		})
+	checkStrings(t, r, []stringCase{
+		{"an int", "pin 54321 refused", "pin *** refused"},
+		{"a negative int", "value -4711", "value ***"},
+		{"an unsigned int", "port 8080", "port ***"},
+		{"a float with a fraction", "ratio 3.25", "ratio ***"},
+		{"a float in a map", `{"port":31337}`, `{"port":***}`},
+		{"a float32 in a list", "2.5e+09 or 2500000000", "*** or ***"},
+		{"a big number, %v and decimal", "1e+06 and 1000000", "*** and ***"},
+		{"a json.Number", "424242", "***"},
+		{"a boolean", "enabled: true", "enabled: ***"},
+		{"a boolean in a word", "untrue", "un***"},
+		{"a string", `"from-a-secret"`, `"***"`},
+		{"shorter than MinLength", "small 123", "small 123"},
+		{"not from a Secret: only strings", "67890 false inline-text", "67890 false ***"},
+		{"null hides nothing", "null <nil>", "null <nil>"},
+	})
+	// 9007199254740993 is no float64: JSON decoding rounds it, and what a
+	// message prints is the rounded number.
+	if got := r.String("9007199254740992"); got != "***" {
+		t.Errorf("the decoded big number is not hidden: %q", got)
 	}
 }

@@ -3,6 +3,7 @@ package testenv
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,11 +63,14 @@ const (
 // group. A process that printed a race report (WARNING: DATA RACE) or exited
 // with the race detector's exit code fails the test, once, with the report.
 type Process struct {
-	t    testing.TB
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-	err  error
+	t   testing.TB
+	cmd *exec.Cmd
+	out *syncBuffer
+	// stdout is what went to standard output alone (a command's JSON),
+	// without the log lines on standard error.
+	stdout *syncBuffer
+	done   chan struct{}
+	err    error
 
 	// mu orders signals with reaping: once the process is reaped its id
 	// may belong to another process, so nothing is sent to it any more.
@@ -103,8 +107,8 @@ func StartProcess(t testing.TB, bin string, args ...string) *Process {
 // StartProcessEnv is StartProcess with extra environment variables (KEY=value).
 func StartProcessEnv(t testing.TB, env []string, bin string, args ...string) *Process {
 	t.Helper()
-	p := &Process{t: t, cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p := &Process{t: t, cmd: exec.Command(bin, args...), out: &syncBuffer{}, stdout: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = io.MultiWriter(p.out, p.stdout), p.out
 	p.cmd.Env = append(append(os.Environ(), raceEnv), env...)
 	// Pdeathsig follows the thread that started the child, not the process:
 	// Go never ends a thread unless a goroutine locked to it exits, and no
@@ -142,6 +146,9 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Output is everything the process printed so far.
 func (p *Process) Output() string { return p.out.String() }
+
+// Stdout is what the process printed on standard output so far.
+func (p *Process) Stdout() string { return p.stdout.String() }
 
 // Signal sends sig to the process itself (autox), not to its group.
 func (p *Process) Signal(sig syscall.Signal) {

@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"bytes"
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -22,7 +24,7 @@ import (
 )
 
 // Proxy stands between clients and the API server, and can make the API
-// server unreachable or failing.
+// server unreachable or failing, or hold some requests.
 //
 // Normally it forwards TCP connections; TLS passes through untouched.
 // Pausing it closes the listener and every open connection, so that clients
@@ -40,7 +42,12 @@ type Proxy struct {
 	failed     atomic.Int64
 	// failOnly, when set, limits the failures to the requests it matches;
 	// the others are forwarded by forward, with the cluster's credentials.
-	failOnly   atomic.Pointer[func(*http.Request) bool]
+	failOnly atomic.Pointer[func(*http.Request) bool]
+	// hold, when set, holds the requests it matches (HoldMatching).
+	hold atomic.Pointer[Hold]
+	// detach, when set, forwards the requests it matches without their
+	// client's cancellation (DetachMatching).
+	detach     atomic.Pointer[Detached]
 	forward    http.Handler
 	failing    *connListener
 	failServer *http.Server
@@ -139,7 +146,7 @@ func (p *Proxy) serve(ln net.Listener) {
 			if err != nil {
 				return
 			}
-			if p.failStatus.Load() != 0 {
+			if p.intercepting() {
 				p.track(in)
 				p.failing.hand(in)
 				continue
@@ -190,11 +197,20 @@ func (p *Proxy) closeConns() {
 	}
 }
 
+// intercepting reports whether the proxy ends TLS itself, to fail or hold
+// requests, rather than passing connections through.
+func (p *Proxy) intercepting() bool {
+	return p.failStatus.Load() != 0 || p.hold.Load() != nil || p.detach.Load() != nil
+}
+
 // FailWith makes the proxy answer every request with HTTP status (503, 500)
 // and a Status body, as the API server does when it fails; 0 forwards
 // requests again. Either way open connections are cut, so that clients
-// reconnect and meet the new behaviour at once.
+// reconnect and meet the new behaviour at once. It ends HoldMatching and
+// DetachMatching too.
 func (p *Proxy) FailWith(status int) {
+	p.hold.Store(nil)
+	p.detach.Store(nil)
 	p.failOnly.Store(nil)
 	p.failStatus.Store(int32(status))
 	p.closeConns()
@@ -209,10 +225,139 @@ func (p *Proxy) FailMatching(status int, match func(*http.Request) bool) {
 	p.closeConns()
 }
 
+// HoldMatching makes the proxy hold the requests match selects, as an API
+// server's priority and fairness queue or a slow admission webhook holds a
+// request: each reaches the proxy whole (its body read), and the proxy
+// neither answers it nor forwards it until the returned Hold is released.
+// A held request whose client gives up meanwhile (cancels it, closes the
+// connection) is dropped, never forwarded. The other requests go on to the
+// API server, sent by the proxy with the cluster's own (admin) credentials
+// as for FailMatching, with the client's User-Agent (the API server's
+// managedFields name the client). Open connections are cut, so that clients
+// meet the rule at once; FailWith(0) ends it.
+func (p *Proxy) HoldMatching(match func(*http.Request) bool) *Hold {
+	h := &Hold{match: match, released: make(chan struct{})}
+	p.hold.Store(h)
+	p.closeConns()
+	return h
+}
+
+// Hold is what HoldMatching holds.
+type Hold struct {
+	match    func(*http.Request) bool
+	released chan struct{}
+	once     sync.Once
+
+	held, abandoned, forwarded atomic.Int64
+}
+
+// Held returns how many requests have been held so far.
+func (h *Hold) Held() int64 { return h.held.Load() }
+
+// Abandoned returns how many held requests their clients gave up.
+func (h *Hold) Abandoned() int64 { return h.abandoned.Load() }
+
+// Forwarded returns how many held requests went on to the API server.
+func (h *Hold) Forwarded() int64 { return h.forwarded.Load() }
+
+// Release forwards the held requests whose clients still wait, and every
+// matching request from now on.
+func (h *Hold) Release() { h.once.Do(func() { close(h.released) }) }
+
+func (h *Hold) serve(w http.ResponseWriter, r *http.Request, forward http.Handler) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		h.abandoned.Add(1)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	h.held.Add(1)
+	select {
+	case <-r.Context().Done():
+	case <-h.released:
+	}
+	if r.Context().Err() != nil {
+		h.abandoned.Add(1)
+		return
+	}
+	h.forwarded.Add(1)
+	forward.ServeHTTP(w, r)
+}
+
+// DetachMatching makes the proxy forward the requests match selects at
+// once, but on a context of their own: when their client gives one up, the
+// API server is not told, as it is not when the network between them is
+// what failed. Other requests are forwarded as for HoldMatching, and open
+// connections cut; FailWith(0) ends it.
+func (p *Proxy) DetachMatching(match func(*http.Request) bool) *Detached {
+	d := &Detached{match: match}
+	p.detach.Store(d)
+	p.closeConns()
+	return d
+}
+
+// Detached is what DetachMatching forwards.
+type Detached struct {
+	match func(*http.Request) bool
+
+	mu      sync.Mutex
+	answers []int
+}
+
+// Answers returns the HTTP status of each answer the API server gave to a
+// detached request so far (502 when it gave none).
+func (d *Detached) Answers() []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]int(nil), d.answers...)
+}
+
+func (d *Detached) serve(w http.ResponseWriter, r *http.Request, forward http.Handler) {
+	sw := &statusWriter{ResponseWriter: w}
+	// The writer hides the client's CloseNotifier too: the reverse proxy
+	// would cancel on it.
+	forward.ServeHTTP(sw, r.WithContext(context.WithoutCancel(r.Context())))
+	d.mu.Lock()
+	d.answers = append(d.answers, sw.status)
+	d.mu.Unlock()
+}
+
+// statusWriter records the status of the answer it passes on.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
 // Failed returns how many requests the proxy has answered with an error.
 func (p *Proxy) Failed() int64 { return p.failed.Load() }
 
 func (p *Proxy) fail(w http.ResponseWriter, r *http.Request) {
+	if d := p.detach.Load(); d != nil && d.match(r) {
+		d.serve(w, r, p.forward)
+		return
+	}
+	if h := p.hold.Load(); h != nil && h.match(r) {
+		h.serve(w, r, p.forward)
+		return
+	}
+	if p.failStatus.Load() == 0 && (p.hold.Load() != nil || p.detach.Load() != nil) { // holding or detaching only
+		p.forward.ServeHTTP(w, r)
+		return
+	}
 	if only := p.failOnly.Load(); only != nil && !(*only)(r) {
 		p.forward.ServeHTTP(w, r)
 		return

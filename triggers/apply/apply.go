@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/redact"
 	"github.com/autox-dev/autox/triggers/observe"
 	"github.com/autox-dev/autox/triggers/plan"
@@ -32,6 +34,8 @@ type Helm interface {
 	Reinstall(ctx context.Context, d helmops.Desired) (int, error)
 	Uninstall(ctx context.Context, namespace, name string, hide *redact.Redactor) error
 	Rollback(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor) error
+	Adopt(ctx context.Context, a helmops.Adoption) error
+	DryRunReplacement(ctx context.Context, d helmops.Desired, old helmops.Ref) error
 }
 
 // Charts loads a chart for an operation (observe.Observer.LoadChart).
@@ -113,37 +117,141 @@ func (a *Applier) Report(o *observe.Observed, p plan.Plan) error {
 // Steps on different releases are independent, except that removals (the
 // uninstalls the plan puts first) may free a name or objects that a release
 // spec's step needs: so the leading uninstalls run first, then the other
-// steps, each group StepsInParallel at a time. A step not yet started when
-// ctx ends is not started (cancelled past the shutdown timeout or by a
-// fenced term); the others finish.
+// steps, each group StepsInParallel at a time. A removal whose release spec
+// installs its replacement (plan.Step.ReplacedBy) waits for that install's
+// dry run, and when it fails neither runs. A step not yet started when ctx
+// ends is not started (cancelled past the shutdown timeout or by a fenced
+// term); the others finish.
 func (a *Applier) Apply(ctx context.Context, o *observe.Observed, steps []plan.Step) []error {
-	errs := make([]error, len(steps))
-	removals := 0
-	for removals < len(steps) && steps[removals].Action == plan.ActionUninstall {
-		removals++
-	}
-	for _, group := range [][2]int{{0, removals}, {removals, len(steps)}} {
-		var wg sync.WaitGroup
-		slots := make(chan struct{}, StepsInParallel)
-		for i := group[0]; i < group[1]; i++ {
-			slots <- struct{}{}
-			if ctx.Err() != nil {
-				<-slots
-				s := steps[i]
-				errs[i] = fmt.Errorf("release %s/%s not changed: %w", s.Namespace, s.Release, ctx.Err())
-				continue
+	errs, removed := a.RemoveFirst(ctx, o, steps)
+	return append(errs, a.ApplyAfter(ctx, o, steps[len(errs):], removed)...)
+}
+
+// Removed is what RemoveFirst did: the releases it tried to uninstall
+// (namespace/name), and the release specs whose new release failed the dry
+// run that its old one's removal waited for, with the error.
+type Removed struct {
+	Tried   map[string]bool
+	Blocked map[string]error
+}
+
+// RemoveFirst applies the leading removals of steps (plan.LeadingRemovals)
+// and returns their errors, in order. A reconcile then decides again from
+// what the cluster is after them (ApplyAfter).
+func (a *Applier) RemoveFirst(ctx context.Context, o *observe.Observed, steps []plan.Step) ([]error, Removed) {
+	n := plan.LeadingRemovals(steps)
+	errs := make([]error, n)
+	done := Removed{Tried: map[string]bool{}, Blocked: map[string]error{}}
+	var mu sync.Mutex
+	a.each(ctx, steps[:n], errs, func(s plan.Step) error {
+		mu.Lock()
+		done.Tried[s.Namespace+"/"+s.Release] = true
+		mu.Unlock()
+		if s.ReplacedBy != "" {
+			if err := a.proveReplacement(ctx, o, s, steps[n:]); err != nil {
+				mu.Lock()
+				done.Blocked[s.ReplacedBy] = err
+				mu.Unlock()
+				return err
 			}
-			wg.Add(1)
-			go func(i int) {
-				defer func() { <-slots; wg.Done() }()
-				if err := a.step(ctx, o, steps[i]); err != nil {
-					errs[i] = fmt.Errorf("%w: %w", ErrStepFailed, err)
-				}
-			}(i)
 		}
-		wg.Wait()
+		return a.step(ctx, o, s)
+	})
+	return errs, done
+}
+
+// ApplyAfter applies steps, which a reconcile decided after RemoveFirst
+// applied the removals of prior (the same plan, or one decided again from
+// what the cluster is after them): removals already tried are not tried
+// again, and the steps of release specs whose replacement failed its dry
+// run fail with that error; the rest is applied as Apply does.
+func (a *Applier) ApplyAfter(ctx context.Context, o *observe.Observed, steps []plan.Step, prior Removed) []error {
+	n := plan.LeadingRemovals(steps)
+	kept := make([]plan.Step, 0, len(steps))
+	at := make([]int, 0, len(steps))
+	for i, s := range steps {
+		if i < n && prior.Tried[s.Namespace+"/"+s.Release] {
+			continue // reported when it was tried
+		}
+		kept, at = append(kept, s), append(at, i)
+	}
+	removalErrs, removed := a.RemoveFirst(ctx, o, kept)
+	maps.Copy(removed.Blocked, prior.Blocked)
+	m := len(removalErrs)
+	rest := make([]error, len(kept)-m)
+	a.each(ctx, kept[m:], rest, func(s plan.Step) error {
+		if err := removed.Blocked[s.ReleaseSpec]; err != nil && s.Changes() {
+			return fmt.Errorf("release %s/%s not changed: %w", s.Namespace, s.Release, err)
+		}
+		return a.step(ctx, o, s)
+	})
+	errs := make([]error, len(steps))
+	for j, err := range append(removalErrs, rest...) {
+		errs[at[j]] = err
 	}
 	return errs
+}
+
+// each runs do for every step, StepsInParallel at a time, and puts its
+// errors in errs (marked ErrStepFailed); a step not started when ctx ends is
+// not started.
+func (a *Applier) each(ctx context.Context, steps []plan.Step, errs []error, do func(plan.Step) error) {
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, StepsInParallel)
+	for i := range steps {
+		slots <- struct{}{}
+		if ctx.Err() != nil {
+			<-slots
+			s := steps[i]
+			errs[i] = fmt.Errorf("release %s/%s not changed: %w", s.Namespace, s.Release, ctx.Err())
+			continue
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer func() { <-slots; wg.Done() }()
+			if err := do(steps[i]); err != nil {
+				errs[i] = fmt.Errorf("%w: %w", ErrStepFailed, err)
+			}
+		}(i)
+	}
+	wg.Wait()
+}
+
+// proveReplacement runs the dry run of the install that replaces the
+// release removal s removes (among rest, the plan's other steps), before
+// the removal: an old release is removed only once the new one loads and
+// renders. A failure is logged, counted and put in an Event as the
+// removal's.
+func (a *Applier) proveReplacement(ctx context.Context, o *observe.Observed, s plan.Step, rest []plan.Step) error {
+	var next *plan.Step
+	for i := range rest {
+		if rest[i].ReleaseSpec == s.ReplacedBy && rest[i].Desired != nil {
+			next = &rest[i]
+		}
+	}
+	if next == nil {
+		return nil // nothing to prove: the plan installs nothing for it
+	}
+	d, err := a.desired(ctx, o, *next)
+	var h Helm
+	if err == nil {
+		// As the replacement's account: its dry run proves what it may do.
+		h, err = a.helmFor(ctx, *next)
+	}
+	if err == nil {
+		err = h.DryRunReplacement(ctx, d, helmops.Ref{Namespace: s.Namespace, Name: s.Release})
+	}
+	if err == nil {
+		return nil
+	}
+	err = fmt.Errorf("release %s/%s is kept, not replaced by %s/%s: %w", s.Namespace, s.Release, next.Namespace, next.Release, next.Hide.Error(s.Hide.Error(err)))
+	a.opts.Log.Error().Err(err).Str("spec", s.Spec).Str("releaseSpec", s.ReleaseSpec).Str("release", s.Release).
+		Str("namespace", s.Namespace).Str("action", string(s.Action)).Str("reason", s.Reason).Msg("release " + string(s.Action))
+	if a.opts.Operations != nil {
+		a.opts.Operations.HelmOperation(s.Action, err, 0)
+	}
+	a.event(o.Ref, corev1.EventTypeWarning, "ReleaseFailed", "%s of release %s/%s failed: %v", s.Action, s.Namespace, s.Release, err)
+	return err
 }
 
 func (a *Applier) step(ctx context.Context, o *observe.Observed, s plan.Step) error {
@@ -173,7 +281,7 @@ func (a *Applier) step(ctx context.Context, o *observe.Observed, s plan.Step) er
 		log.Warn().Msg("release name taken by a release autox does not own; leaving it alone")
 		a.event(o.Ref, corev1.EventTypeWarning, "ReleaseConflict", "release %s/%s is not this autox's: %s; autox leaves it alone", s.Namespace, s.Release, s.Reason)
 		return nil
-	case plan.ActionInstall, plan.ActionUpgrade, plan.ActionReinstall, plan.ActionUninstall, plan.ActionRollback:
+	case plan.ActionInstall, plan.ActionUpgrade, plan.ActionReinstall, plan.ActionUninstall, plan.ActionRollback, plan.ActionAdopt:
 		rev, err = a.write(ctx, o, s)
 	default:
 		return fmt.Errorf("unknown action %q", s.Action)
@@ -209,32 +317,24 @@ func (a *Applier) write(ctx context.Context, o *observe.Observed, s plan.Step) (
 		return s.Revision, h.Uninstall(ctx, s.Namespace, s.Release, s.Hide)
 	case plan.ActionRollback:
 		return s.Revision + 1, h.Rollback(ctx, s.Namespace, s.Release, s.RollbackTo, s.Hide)
+	case plan.ActionAdopt:
+		// Relabelling writes the release's records: as its account too.
+		if s.AdoptFrom == nil {
+			return 0, fmt.Errorf("adoption of release %s/%s names no previous owner", s.Namespace, s.Release)
+		}
+		return s.Revision, h.Adopt(ctx, helmops.Adoption{Namespace: s.Namespace, Name: s.Release, Revision: s.Revision, From: *s.AdoptFrom,
+			To: format.Owner{Spec: s.Spec, ReleaseSpec: s.ReleaseSpec, Instance: s.AdoptFrom.Instance, Object: o.Object}})
 	}
 	return a.install(ctx, h, o, s)
 }
 
 // install runs an install, upgrade or reinstall of the step's desired
-// release with h, loading a repository chart first: the decision did not need it.
+// release with h.
 func (a *Applier) install(ctx context.Context, h Helm, o *observe.Observed, s plan.Step) (int, error) {
-	ref := o.Config.ReleaseSpecs[s.ReleaseSpec].Chart
-	ch := o.Loaded[s.ReleaseSpec]
-	if ch == nil {
-		if a.opts.Charts == nil {
-			return 0, fmt.Errorf("chart %s %s cannot be loaded: this autox has no chart source", ref.Name, ref.Version)
-		}
-		var id plan.ChartID
-		var err error
-		if ch, id, err = a.opts.Charts(ctx, ref, a.opts.ConfigDir()); err != nil {
-			return 0, err
-		}
-		// Otherwise every pass would see a difference and upgrade again.
-		if id.Name != ref.Name || id.Version != ref.Version {
-			return 0, fmt.Errorf("chart %s %s from %s is named %s %s in its Chart.yaml; fix the repository or the config",
-				ref.Name, ref.Version, ref.Repo, id.Name, id.Version)
-		}
+	d, err := a.desired(ctx, o, s)
+	if err != nil {
+		return 0, err
 	}
-	d := helmops.Desired{Spec: s.Spec, ReleaseSpec: s.ReleaseSpec, Object: o.Object, Name: s.Release, Namespace: s.Namespace, Chart: ch,
-		Values: s.Desired.Values, Digest: s.Desired.Digest, Revision: s.Desired.Revision, Redact: s.Hide}
 	switch s.Action {
 	case plan.ActionInstall:
 		return h.Install(ctx, d)
@@ -245,14 +345,38 @@ func (a *Applier) install(ctx context.Context, h Helm, o *observe.Observed, s pl
 	}
 }
 
+// desired is the release a step makes, loading a repository chart first:
+// the decision did not need it.
+func (a *Applier) desired(ctx context.Context, o *observe.Observed, s plan.Step) (helmops.Desired, error) {
+	ref := o.Config.ReleaseSpecs[s.ReleaseSpec].Chart
+	ch := o.Loaded[s.ReleaseSpec]
+	if ch == nil {
+		if a.opts.Charts == nil {
+			return helmops.Desired{}, fmt.Errorf("chart %s %s cannot be loaded: this autox has no chart source", ref.Name, ref.Version)
+		}
+		var id plan.ChartID
+		var err error
+		if ch, id, err = a.opts.Charts(ctx, ref, a.opts.ConfigDir()); err != nil {
+			return helmops.Desired{}, err
+		}
+		// Otherwise every pass would see a difference and upgrade again.
+		if id.Name != ref.Name || id.Version != ref.Version {
+			return helmops.Desired{}, fmt.Errorf("chart %s %s from %s is named %s %s in its Chart.yaml; fix the repository or the config",
+				ref.Name, ref.Version, ref.Repo, id.Name, id.Version)
+		}
+	}
+	return helmops.Desired{Spec: s.Spec, ReleaseSpec: s.ReleaseSpec, Object: o.Object, Name: s.Release, Namespace: s.Namespace, Chart: ch,
+		Values: s.Desired.Values, Digest: s.Desired.Digest, Revision: s.Desired.Revision, Redact: s.Hide}, nil
+}
+
 var eventReasons = map[plan.Action]string{
 	plan.ActionInstall: "ReleaseInstalled", plan.ActionUpgrade: "ReleaseUpgraded", plan.ActionReinstall: "ReleaseReinstalled",
-	plan.ActionUninstall: "ReleaseUninstalled", plan.ActionRollback: "ReleaseRolledBack",
+	plan.ActionUninstall: "ReleaseUninstalled", plan.ActionRollback: "ReleaseRolledBack", plan.ActionAdopt: "ReleaseAdopted",
 }
 
 var pastTense = map[plan.Action]string{
 	plan.ActionInstall: "installed", plan.ActionUpgrade: "upgraded", plan.ActionReinstall: "reinstalled",
-	plan.ActionUninstall: "uninstalled", plan.ActionRollback: "rolled back",
+	plan.ActionUninstall: "uninstalled", plan.ActionRollback: "rolled back", plan.ActionAdopt: "adopted",
 }
 
 // event records a Kubernetes Event on the trigger object, when there is one:

@@ -2,7 +2,9 @@ package apply
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/redact"
 	"github.com/autox-dev/autox/triggers/observe"
 	"github.com/autox-dev/autox/triggers/plan"
@@ -121,5 +124,100 @@ func TestApplyStartsNothingAfterCancel(t *testing.T) {
 		if err == nil {
 			t.Errorf("step %d: no error", i)
 		}
+	}
+}
+
+// orderHelm records the operations in the order they run.
+type orderHelm struct {
+	Helm
+	mu        sync.Mutex
+	calls     []string
+	dryRunErr error
+}
+
+func (h *orderHelm) record(call string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls = append(h.calls, call)
+}
+
+func (h *orderHelm) Install(_ context.Context, d helmops.Desired) (int, error) {
+	h.record("install " + d.Namespace + "/" + d.Name)
+	return 1, nil
+}
+
+func (h *orderHelm) Uninstall(_ context.Context, ns, name string, _ *redact.Redactor) error {
+	h.record("uninstall " + ns + "/" + name)
+	return nil
+}
+
+func (h *orderHelm) DryRunReplacement(_ context.Context, d helmops.Desired, old helmops.Ref) error {
+	h.record("dry run " + d.Namespace + "/" + d.Name + " for " + old.String())
+	return h.dryRunErr
+}
+
+func (h *orderHelm) Adopt(_ context.Context, a helmops.Adoption) error {
+	h.record(fmt.Sprintf("adopt %s/%s@%d %s/%s -> %s/%s", a.Namespace, a.Name, a.Revision, a.From.Spec, a.From.ReleaseSpec, a.To.Spec, a.To.ReleaseSpec))
+	return nil
+}
+
+// A release moved to another namespace is removed only after its
+// replacement's dry run passed; when the dry run fails, neither the removal
+// nor the install runs, and both steps fail. An adoption hands Helm the
+// owner the release's labels name and the new one.
+func TestApplyProvesAReplacementFirst(t *testing.T) {
+	spec := &config.Spec{ReleaseSpecs: map[string]*config.ReleaseSpec{"a": {ReleaseName: "r", Namespace: "new"}, "b": {ReleaseName: "b", Namespace: "new"}}}
+	o := &observe.Observed{Observation: plan.Observation{Spec: "s", Config: spec},
+		Loaded: map[string]*chart.Chart{"a": {Metadata: &chart.Metadata{Name: "c", Version: "1"}}}}
+	steps := []plan.Step{
+		{Action: plan.ActionUninstall, Spec: "s", ReleaseSpec: "a", Release: "r", Namespace: "old", ReplacedBy: "a"},
+		{Action: plan.ActionInstall, Spec: "s", ReleaseSpec: "a", Release: "r", Namespace: "new", Desired: &plan.Desired{}},
+		{Action: plan.ActionAdopt, Spec: "s", ReleaseSpec: "b", Release: "b", Namespace: "new", Revision: 3,
+			AdoptFrom: &format.Owner{Spec: "was", ReleaseSpec: "b", Instance: "autox"}},
+	}
+	// The removal group runs before the others; within a group, in any order.
+	inGroups := func(calls []string, removals int) []string {
+		out := slices.Clone(calls)
+		slices.Sort(out[min(removals, len(out)):])
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		dryRunErr error
+		// removals is how many calls the removal group makes.
+		removals int
+		calls    []string
+		failed   []bool
+	}{
+		{"renders", nil, 2, []string{"dry run new/r for old/r", "uninstall old/r", "adopt new/b@3 was/b -> s/b", "install new/r"}, []bool{false, false, false}},
+		{"does not render", errors.New("ConfigMap prerequisite is missing"), 1, []string{"dry run new/r for old/r", "adopt new/b@3 was/b -> s/b"},
+			[]bool{true, true, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &orderHelm{dryRunErr: tc.dryRunErr}
+			a := New(Options{Helm: h, Log: zerolog.Nop()})
+			errs := a.Apply(context.Background(), o, steps)
+			if got := inGroups(h.calls, tc.removals); !slices.Equal(got, tc.calls) {
+				t.Errorf("calls %q, want %q", got, tc.calls)
+			}
+			for i, err := range errs {
+				if (err != nil) != tc.failed[i] {
+					t.Errorf("step %d: error %v", i, err)
+				}
+			}
+			// Decided again after the removals (here: the same steps), what
+			// was tried is not tried again, and a release spec whose
+			// replacement failed its dry run stays blocked.
+			h.calls = nil
+			first, removed := a.RemoveFirst(context.Background(), o, steps)
+			h.calls = nil
+			after := a.ApplyAfter(context.Background(), o, steps, removed)
+			if got := inGroups(h.calls, 0); !slices.Equal(got, tc.calls[tc.removals:]) {
+				t.Errorf("after the removals: calls %q, want %q", got, tc.calls[tc.removals:])
+			}
+			if len(first) != 1 || (first[0] != nil) != tc.failed[0] || after[0] != nil || (after[1] != nil) != tc.failed[1] || after[2] != nil {
+				t.Errorf("errors %v, then %v", first, after)
+			}
+		})
 	}
 }

@@ -157,7 +157,7 @@ func (ob *Observer) observeTrigger(ctx context.Context, cfg *config.Config, spec
 			return nil, err
 		}
 	}
-	o := &Observed{Observation: plan.Observation{Spec: specName, Config: spec, Object: obj, Instance: ob.Instance(),
+	o := &Observed{Observation: plan.Observation{Spec: specName, Config: spec, Object: obj, Instance: ob.Instance(), InForce: cfg,
 		ReleaseSpecs: map[string]plan.ReleaseSpecObservation{}, StaleAfter: ob.opts.StaleAfter, DefaultServiceAccount: ob.opts.DefaultServiceAccount},
 		Loaded: map[string]*chart.Chart{}, State: plan.TriggerSpecRemoved}
 	// A namespace whose records cannot be read fails the release specs
@@ -305,8 +305,8 @@ func (ob *Observer) observeReleaseSpec(ctx context.Context, o *Observed, sources
 // Unattributed is the observation of a selector spec's releases that name
 // no object (made while the spec named one trigger): no object wants them,
 // so they are decided like the releases of a removed spec.
-func (ob *Observer) Unattributed(specName string, rels []*format.Release) *Observed {
-	return &Observed{Observation: plan.Observation{Spec: specName, Instance: ob.Instance(), Current: rels, Unattributed: true,
+func (ob *Observer) Unattributed(cfg *config.Config, specName string, rels []*format.Release) *Observed {
+	return &Observed{Observation: plan.Observation{Spec: specName, Instance: ob.Instance(), InForce: cfg, Current: rels, Unattributed: true,
 		Now: ob.opts.Now(), StaleAfter: ob.opts.StaleAfter, DefaultServiceAccount: ob.opts.DefaultServiceAccount}, State: plan.TriggerSpecRemoved}
 }
 

@@ -54,10 +54,27 @@ func observation(mut func(o *Observation)) Observation {
 	if mut != nil {
 		mut(&o)
 	}
+	if o.InForce == nil {
+		o.InForce = inForce(map[string]*config.Spec{o.Spec: o.Config})
+	}
 	return o
 }
 
+// inForce is a config of namespaces ns and other with these specs (a nil
+// one left out): the whole config an observation's spec is part of.
+func inForce(specs map[string]*config.Spec) *config.Config {
+	cfg := &config.Config{Namespaces: []string{"ns", "other"}, Specs: map[string]*config.Spec{}}
+	for name, s := range specs {
+		if s != nil {
+			cfg.Specs[name] = s
+		}
+	}
+	return cfg
+}
+
 func with(r *format.Release, mut func(r *format.Release)) *format.Release { mut(r); return r }
+
+func withSpec(s *config.Spec, mut func(s *config.Spec)) *config.Spec { mut(s); return s }
 
 // selectorConfig has a selector spec "exp" on deployments in ns and other,
 // a named spec "web" on deployment ns/web, and a second selector spec
@@ -115,7 +132,7 @@ func objectObservation(t *testing.T, cfg *config.Config, obj format.Object, trig
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Observation{Spec: "exp", Config: spec, Object: obj, Instance: "autox", Trigger: trig, Current: current,
+	o := Observation{Spec: "exp", Config: spec, Object: obj, Instance: "autox", InForce: cfg, Trigger: trig, Current: current,
 		ReleaseSpecs: map[string]ReleaseSpecObservation{"job": {Chart: ChartID{"hello", "1.0.0"}}},
 		Now:          planNow, StaleAfter: planNow.Sub(planNow.Add(-300e9))}
 	if trig.Found {
@@ -199,4 +216,20 @@ func namedRelease(t *testing.T, cfg *config.Config, trig TriggerRead) *format.Re
 	return &format.Release{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "web", ReleaseSpec: "a", Instance: "autox",
 		Revision: 1, Status: release.StatusDeployed, ChartName: "hello", ChartVersion: "1.0.0",
 		Values: DesiredValues(rs, spec.Trigger, trig.Labels), Modified: planNow, LastDeployedRevision: 1}
+}
+
+// at is source s placed whole at targetPath path.
+func at(s SourceValue, path string) SourceValue { s.Ref.TargetPath = path; return s }
+
+// fromSources is the plan observation with release spec a's values taken
+// from sources (and its inline token), and a's release current when
+// installed is set, with values that differ.
+func fromSources(installed bool, sources ...SourceValue) Observation {
+	return observation(func(o *Observation) {
+		o.Config.ReleaseSpecs["a"].ValuesFrom = refsOf(sources)
+		o.ReleaseSpecs["a"] = ReleaseSpecObservation{Chart: ChartID{"hello", "1.0.0"}, Sources: sources}
+		if installed {
+			o.Current = []*format.Release{with(deployed("a"), func(r *format.Release) { r.Values = map[string]interface{}{"old": "old-value"} })}
+		}
+	})
 }

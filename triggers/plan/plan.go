@@ -22,6 +22,10 @@ type Observation struct {
 	Config *config.Spec
 	// Instance is the autox instance deciding.
 	Instance string
+	// InForce is the whole config in force (Config is one spec of it): what
+	// other specs want tells a release handed over by a rename from one
+	// that goes (AdopterOf). Nil hands nothing over.
+	InForce *config.Config
 	// Trigger is the live read of the spec's trigger (unused when Config is nil).
 	Trigger TriggerRead
 	// Object is the object of a selector spec this observation is about:
@@ -99,11 +103,33 @@ type Step struct {
 
 	// RollbackTo is the revision a rollback returns to.
 	RollbackTo int `json:"-"`
+	// AdoptFrom is the owner whose labels the release carries when this
+	// step's release spec adopts it (AdopterOf), nil otherwise.
+	AdoptFrom *format.Owner `json:"-"`
+	// ReplacedBy is, on the removal of a release whose release spec now
+	// wants another name or namespace, that release spec's id when its step
+	// installs the new release: the new one must load and render (a dry
+	// run) before the old one is removed.
+	ReplacedBy string `json:"-"`
 	// Desired is what an install, upgrade or reinstall makes.
 	Desired *Desired `json:"-"`
 	// Hide redacts the values of this release (desired, current, last
 	// deployed) from every text its operation produces.
 	Hide *redact.Redactor `json:"-"`
+
+	// moved marks the removal of a release whose release spec still exists
+	// and wants another name or namespace (see replacements).
+	moved bool
+}
+
+// LeadingRemovals is how many steps at the start of steps are uninstalls:
+// the removals a plan puts before its release specs' steps.
+func LeadingRemovals(steps []Step) int {
+	n := 0
+	for n < len(steps) && steps[n].Action == ActionUninstall {
+		n++
+	}
+	return n
 }
 
 // Changes reports whether the step would make a Helm write.
@@ -155,13 +181,17 @@ func Decide(o Observation) Plan {
 	res.Trigger, res.TriggerReason = state, triggerReason
 
 	// Releases of this spec that no release spec wants under that name and
-	// namespace: the release spec was removed, renamed or moved.
+	// namespace: the release spec was removed, renamed or moved. One that
+	// the config hands over to another owner is that owner's to adopt.
 	for _, rel := range o.Current {
 		var rs *config.ReleaseSpec
 		if spec != nil {
 			rs = spec.ReleaseSpecs[rel.ReleaseSpec]
 		}
 		if Wants(rs, rel.Namespace, rel.Name) && o.Object.Labelled(rel.ObjectNamespace, rel.ObjectName) {
+			continue
+		}
+		if _, handedOver := AdopterOf(o.InForce, o.Instance, rel); handedOver {
 			continue
 		}
 		reason := triggerReason
@@ -177,8 +207,8 @@ func Decide(o Observation) Plan {
 			reason = stateReason
 		}
 		res.Steps = append(res.Steps, Step{Action: action, Spec: o.Spec, ReleaseSpec: rel.ReleaseSpec, Release: rel.Name,
-			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, Object: releaseObject(rel), Hide: redactorOf(nil, rel, nil),
-			ServiceAccount: config.RunsAs(spec, rs, o.DefaultServiceAccount)})
+			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, Object: releaseObject(rel), Hide: redactorOf(nil, rel, nil, nil),
+			moved: rs != nil, ServiceAccount: config.RunsAs(spec, rs, o.DefaultServiceAccount)})
 	}
 	if o.Unattributed {
 		for i := range res.Steps {
@@ -203,7 +233,7 @@ func Decide(o Observation) Plan {
 			continue
 		}
 		if ro.Err != nil {
-			fail(redactorOf(rs, ro.Other, ro.Sources), ro.Err)
+			fail(redactorOf(rs, ro.Other, ro.Sources, nil), ro.Err)
 			continue
 		}
 		step, err := stepFor(o, id, rs, ro, state, triggerReason)
@@ -213,7 +243,40 @@ func Decide(o Observation) Plan {
 		}
 		res.Steps = append(res.Steps, step)
 	}
+	res.Steps = replacements(res)
 	return res
+}
+
+// replacements ties the removal of a release whose release spec now wants
+// another name or namespace to that release spec's step: when the step
+// installs the new release, the removal waits for its dry run (ReplacedBy);
+// when the release spec could not be decided (its chart does not load, its
+// namespace cannot be read), the old release stays: nothing proves that the
+// new one can take its place.
+func replacements(p Plan) []Step {
+	failed := map[string]bool{}
+	for _, f := range p.Failed {
+		failed[f.ReleaseSpec] = true
+	}
+	installs := map[string]bool{}
+	for _, s := range p.Steps {
+		if s.Action == ActionInstall && s.Desired != nil {
+			installs[s.ReleaseSpec] = true
+		}
+	}
+	out := p.Steps[:0:0]
+	for _, s := range p.Steps {
+		if s.Action == ActionUninstall && s.moved {
+			if failed[s.ReleaseSpec] {
+				continue
+			}
+			if installs[s.ReleaseSpec] {
+				s.ReplacedBy = s.ReleaseSpec
+			}
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 func stepFor(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObservation, state TriggerState, triggerReason string) (Step, error) {
@@ -223,7 +286,7 @@ func stepFor(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObs
 			rel = c
 		}
 	}
-	step := Step{Spec: o.Spec, ReleaseSpec: id, Release: rs.ReleaseName, Namespace: rs.Namespace, Object: o.Object.String(), Hide: redactorOf(rs, rel, ro.Sources),
+	step := Step{Spec: o.Spec, ReleaseSpec: id, Release: rs.ReleaseName, Namespace: rs.Namespace, Object: o.Object.String(),
 		ServiceAccount: config.RunsAs(o.Config, rs, o.DefaultServiceAccount), ChartPinned: rs.Chart.Pinned(), ChartVerified: rs.Chart.Verify}
 	if rel != nil {
 		step.Revision = rel.Revision
@@ -231,8 +294,12 @@ func stepFor(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObs
 	}
 
 	var want *Want
-	if state.Wanted() {
+	if !state.Wanted() {
+		step.Hide = redactorOf(rs, rel, ro.Sources, nil)
+	} else {
 		merged, err := MergeValues(rs, ro.Sources, o.Config.Trigger, o.Trigger.Labels)
+		// What the release gets is what its operation may quote.
+		step.Hide = redactorOf(rs, rel, ro.Sources, merged.Values)
 		if err != nil {
 			return step, err
 		}
@@ -248,11 +315,25 @@ func stepFor(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObs
 		}
 	}
 	owner := format.Owner{Spec: o.Spec, ReleaseSpec: id, Instance: o.Instance, Object: o.Object}
+	from, adopt := adoption(o, id, rel)
+	if adopt {
+		// Handed over by a rename: judged as this release spec's own.
+		adopted := *rel
+		adopted.Spec, adopted.ReleaseSpec = o.Spec, id
+		rel = &adopted
+	}
 	relState, relReason, err := ClassifyRelease(rel, owner, want, o.Now, o.StaleAfter)
 	if err != nil {
 		return step, err
 	}
 	step.Action = ActionFor(state, relState, rs.OnChange)
+	if adopt {
+		step.AdoptFrom = &from
+		if step.Action == ActionNone && relState == ReleaseInSync && state.Wanted() {
+			step.Action = ActionAdopt
+		}
+		relReason = fmt.Sprintf("release of spec %s, release spec %s, which left the config; %s", from.Spec, from.ReleaseSpec, relReason)
+	}
 	switch {
 	case state == TriggerConflict || state == TriggerOverLimit:
 		step.Reason = triggerReason
@@ -343,12 +424,16 @@ func WantedBy(cfg *config.Config, r format.Record) bool {
 
 // OrphanSpecs returns, sorted, the names of specs that have releases cfg does
 // not want by spec or release spec id: removed specs, and specs with removed,
-// renamed or moved release specs.
+// renamed or moved release specs. A release cfg hands over to another owner
+// (AdopterOfRecord) is no orphan: that owner's reconcile adopts it.
 func OrphanSpecs(cfg *config.Config, recs []format.Record) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, r := range recs {
 		if seen[r.Spec] || WantedBy(cfg, r) {
+			continue
+		}
+		if _, handedOver := AdopterOfRecord(cfg, r); handedOver {
 			continue
 		}
 		seen[r.Spec] = true
@@ -359,18 +444,24 @@ func OrphanSpecs(cfg *config.Config, recs []format.Record) []string {
 }
 
 // redactorOf hides the values of a release spec (nil: none), of what its
-// values sources hold, and of a release (nil: none), its latest and its
-// last deployed revision: an operation on it may quote any of them.
-func redactorOf(rs *config.ReleaseSpec, rel *format.Release, sources []SourceValue) *redact.Redactor {
+// values sources hold (a Secret's whatever their type), of the merged values
+// it wants (nil: not merged), and of a release (nil: none), its latest and
+// its last deployed revision: an operation on it may quote any of them. The
+// `autox` key is left out: it names the trigger, which messages must show.
+func redactorOf(rs *config.ReleaseSpec, rel *format.Release, sources []SourceValue, desired map[string]interface{}) *redact.Redactor {
 	var values []map[string]interface{}
 	if rs != nil {
 		values = append(values, rs.Values)
 	}
-	values = append(values, sourceSecrets(sources)...)
+	fromSources, fromSecrets := sourceSecrets(sources)
+	values = append(values, fromSources...)
+	if desired != nil {
+		values = append(values, format.UserValues(desired))
+	}
 	if rel != nil {
 		values = append(values, format.UserValues(rel.Values), format.UserValues(rel.DeployedValues))
 	}
-	return redact.New(values...)
+	return redact.Build(values, fromSecrets)
 }
 
 // unreadError joins the causes of unreadable namespaces, in a stable order.

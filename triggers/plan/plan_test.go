@@ -76,6 +76,41 @@ func TestDecide(t *testing.T) {
 		{"a stale pending upgrade rolls back", observation(func(o *Observation) {
 			o.Current = []*format.Release{with(deployed("a"), func(r *format.Release) { r.Status, r.Revision = release.StatusPendingUpgrade, 3 }), deployed("b")}
 		}), []want{{"rollback", "web-a", "left pending-upgrade"}, {"unchanged", "web-b", "chart and values match"}}, nil},
+		{"release spec id renamed: adopted, not removed", observation(func(o *Observation) {
+			o.Current = []*format.Release{with(deployed("a"), func(r *format.Release) { r.ReleaseSpec = "was-a" }), deployed("b")}
+		}), []want{{"adopt", "web-a", "release of spec web, release spec was-a, which left the config; chart and values match"},
+			{"unchanged", "web-b", "chart and values match"}}, nil},
+		{"release spec id renamed with new values: one upgrade", observation(func(o *Observation) {
+			o.Current = []*format.Release{with(deployed("a"), func(r *format.Release) {
+				r.ReleaseSpec = "was-a"
+				r.Values = map[string]interface{}{"token": "old-token", "autox": r.Values["autox"]}
+			})}
+		}), []want{{"upgrade", "web-a", "release spec was-a, which left the config; values changed: .token"},
+			{"install", "web-b", "trigger labelled, release not found"}}, nil},
+		{"release spec id renamed, trigger gone: the new owner removes it", observation(func(o *Observation) {
+			o.Current = []*format.Release{with(deployed("a"), func(r *format.Release) { r.ReleaseSpec = "was-a" })}
+			o.Trigger = TriggerRead{}
+		}), []want{{"uninstall", "web-a", "trigger not found"}, {"unchanged", "web-b", "release not found"}}, nil},
+		{"spec renamed: the release of the removed spec is adopted", observation(func(o *Observation) {
+			o.ReleaseSpecs["a"] = ReleaseSpecObservation{Chart: ChartID{"hello", "1.0.0"}, Other: with(deployed("a"), func(r *format.Release) { r.Spec = "old" })}
+		}), []want{{"adopt", "web-a", "release of spec old, release spec a"}, {"install", "web-b", "trigger labelled, release not found"}}, nil},
+		{"spec renamed: the removed spec leaves its releases to the new one", observation(func(o *Observation) {
+			o.Config, o.Current = nil, []*format.Release{deployed("a"), deployed("b")}
+			o.InForce = inForce(map[string]*config.Spec{"renamed": planSpec()})
+		}), nil, nil},
+		{"the old owner is still in the config: a conflict", observation(func(o *Observation) {
+			o.ReleaseSpecs["a"] = ReleaseSpecObservation{Chart: ChartID{"hello", "1.0.0"}, Other: with(deployed("a"), func(r *format.Release) { r.Spec = "old" })}
+			o.InForce = inForce(map[string]*config.Spec{"web": o.Config, "old": withSpec(planSpec(), func(s *config.Spec) { s.ReleaseSpecs["a"].ReleaseName = "old-a" })})
+		}), []want{{"conflict", "web-a", `belongs to spec "old", release spec "a"`}, {"install", "web-b", "trigger labelled, release not found"}}, nil},
+		{"a release naming an object is not a named spec's to adopt", observation(func(o *Observation) {
+			o.ReleaseSpecs["a"] = ReleaseSpecObservation{Chart: ChartID{"hello", "1.0.0"}, Other: with(deployed("a"), func(r *format.Release) {
+				r.Spec, r.ObjectNamespace, r.ObjectName = "old", "ns", "web"
+			})}
+		}), []want{{"conflict", "web-a", `belongs to spec "old"`}, {"install", "web-b", "trigger labelled, release not found"}}, nil},
+		{"two specs want the removed spec's release: nobody adopts it", observation(func(o *Observation) {
+			o.Config, o.Current = nil, []*format.Release{deployed("a")}
+			o.InForce = inForce(map[string]*config.Spec{"one": planSpec(), "two": planSpec()})
+		}), []want{{"uninstall", "web-a", "spec removed from config"}}, nil},
 		{"a failed release never deployed is reinstalled", observation(func(o *Observation) {
 			o.Current = []*format.Release{with(deployed("a"), func(r *format.Release) { r.Status, r.Revision, r.LastDeployedRevision = release.StatusFailed, 1, 0 }), deployed("b")}
 		}), []want{{"reinstall", "web-a", "none was deployed"}, {"unchanged", "web-b", "chart and values match"}}, nil},

@@ -323,27 +323,37 @@ func own(origins map[string]string, path, origin string) {
 	}
 }
 
-// sourceSecrets are what the reads hold that a redactor must hide: every
-// key of a Secret as it was read (a YAML error may quote a line of it), and
-// the parsed values of every source used (they become the release's).
-func sourceSecrets(sources []SourceValue) []map[string]interface{} {
-	var out []map[string]interface{}
+// sourceSecrets are what the reads hold that a redactor must hide. values
+// have their strings hidden: the parsed content of every ConfigMap used.
+// fromSecrets are hidden whatever their type: every key of a Secret as it
+// was read (a YAML error may quote a line of it; a targetPath places one
+// whole) and its parsed content, numbers and booleans included. What a
+// ConfigMap's targetPath places is in the merged values (redactorOf).
+func sourceSecrets(sources []SourceValue) (values, fromSecrets []map[string]interface{}) {
 	for _, s := range sources {
 		if !s.Found {
 			continue
 		}
-		if s.Ref.Kind == config.KindSecret {
+		secret := s.Ref.Kind == config.KindSecret
+		if secret {
 			raw := make(map[string]interface{}, len(s.Data))
 			for k, v := range s.Data {
 				raw[k] = v
 			}
-			out = append(out, raw)
+			fromSecrets = append(fromSecrets, raw)
 		}
-		if content, ok := s.Data[s.Ref.Key]; ok && s.Ref.TargetPath == "" {
-			if m, err := parseMap(content); err == nil {
-				out = append(out, m)
-			}
+		content, ok := s.Data[s.Ref.Key]
+		if !ok || s.Ref.TargetPath != "" {
+			continue
+		}
+		m, err := parseMap(content)
+		switch {
+		case err != nil:
+		case secret:
+			fromSecrets = append(fromSecrets, m)
+		default:
+			values = append(values, m)
 		}
 	}
-	return out
+	return values, fromSecrets
 }

@@ -266,3 +266,50 @@ func TestInSyncWithSources(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanRedactsWhatTheReleaseGets: the step's redactor hides every value
+// the release gets — a ConfigMap's at a targetPath too, on install as on
+// upgrade — and every value of a Secret whatever its type once its text
+// has 4 characters; a ConfigMap's number is no secret, nor is the `autox`
+// key, which names the trigger.
+func TestPlanRedactsWhatTheReleaseGets(t *testing.T) {
+	cases := []struct {
+		name          string
+		sources       []SourceValue
+		hidden, shown []string
+	}{
+		{"a ConfigMap value at a targetPath", []SourceValue{at(configMap("settings", "greeting", "cm-greeting-7781"), "greeting")},
+			[]string{"cm-greeting-7781"}, nil},
+		{"a Secret number at a targetPath", []SourceValue{at(secret("creds", "pin", "86420"), "auth.pin")}, []string{"86420"}, nil},
+		{"a Secret number in its values", []SourceValue{secret("creds", "values.yaml", "db: {port: 54321}\n")}, []string{"54321"}, nil},
+		{"a big Secret number, as printed", []SourceValue{secret("creds", "values.yaml", "limit: 1000000\n")}, []string{"1000000", "1e+06"}, nil},
+		{"a Secret boolean", []SourceValue{secret("creds", "values.yaml", "tls: {verify: false}\n")}, []string{"false"}, nil},
+		{"a short Secret number", []SourceValue{secret("creds", "values.yaml", "n: 123\n")}, nil, []string{"123"}},
+		{"a ConfigMap number", []SourceValue{configMap("settings", "values.yaml", "replicas: 12345\n")}, nil, []string{"12345"}},
+		{"a ConfigMap string in its values", []SourceValue{configMap("settings", "values.yaml", "host: cm-host-4242\n")}, []string{"cm-host-4242"}, nil},
+		{"inline values and the autox key", []SourceValue{configMap("settings", "values.yaml", "x: y\n")},
+			[]string{"s3cret-token"}, []string{"2.0.0"}},
+	}
+	for _, tc := range cases {
+		for _, installed := range []bool{false, true} {
+			res := Decide(fromSources(installed, tc.sources...))
+			if len(res.Steps) < 1 || res.Steps[0].Release != "web-a" || res.Steps[0].Desired == nil {
+				t.Fatalf("%s: steps %+v, failed %+v", tc.name, res.Steps, res.Failed)
+			}
+			s := res.Steps[0]
+			if want := map[bool]Action{false: ActionInstall, true: ActionUpgrade}[installed]; s.Action != want {
+				t.Fatalf("%s: %s, want %s", tc.name, s.Action, want)
+			}
+			for _, v := range tc.hidden {
+				if got := s.Hide.String("refused: " + v + "!"); got != "refused: ***!" {
+					t.Errorf("%s, %s: %q is not hidden: %q", tc.name, s.Action, v, got)
+				}
+			}
+			for _, v := range tc.shown {
+				if got := s.Hide.String("refused: " + v + "!"); got != "refused: "+v+"!" {
+					t.Errorf("%s, %s: %q is hidden: %q", tc.name, s.Action, v, got)
+				}
+			}
+		}
+	}
+}

@@ -92,6 +92,11 @@ const (
 	ActionConflict Action = "conflict"
 	// ActionWait leaves a locked release alone until it is stale or done.
 	ActionWait Action = "wait"
+	// ActionAdopt hands an in-sync release whose owner left the config over
+	// to the release spec that wants its name and namespace now: its
+	// ownership labels change, no revision is made and no hook runs
+	// (adopt.go).
+	ActionAdopt Action = "adopt"
 )
 
 // Decide maps a trigger state and a release state to one action. It is the

@@ -71,6 +71,10 @@ func TestTriage(t *testing.T) {
 		{"a removed spec's release", quiet(func(s *Survey) {
 			s.Records = append(s.Records, format.Record{Name: "gone-x", Namespace: "ns", Spec: "gone", ReleaseSpec: "x", Status: "deployed"})
 		}), []string{"gone"}, nil, nil},
+		{"a renamed spec's release: its new owner adopts it, the old one is not queued", quiet(func(s *Survey) { s.Records[0].Spec = "old" }),
+			[]string{"web"}, nil, nil},
+		{"a renamed selector spec's release: the object's key adopts it", quiet(func(s *Survey) { s.Records[1].Spec = "old" }),
+			[]string{"exp/ns/a"}, nil, &ObjectCounts{Served: 2}},
 		{"named trigger in conflict, first time", quiet(func(s *Survey) { s.Listed["web"].Objects[web] = selected }),
 			[]string{"web"}, []string{"web"}, nil},
 		{"named trigger in conflict, noticed before", quiet(func(s *Survey) {
