@@ -51,7 +51,7 @@ func TestServiceAccountsAndLockdown(t *testing.T) {
 	cfg := e.WriteConfig(teamsConfig)
 
 	var steps []struct{ Release, Action, ServiceAccount string }
-	if err := json.Unmarshal([]byte(e.cli(0, "plan", "--config", cfg, "-o", "json", "--default-service-account", "lockdown")), &steps); err != nil {
+	if err := json.Unmarshal([]byte(e.cliStdout(0, "plan", "--config", cfg, "-o", "json", "--default-service-account", "lockdown")), &steps); err != nil {
 		t.Fatal(err)
 	}
 	runsAs := map[string]string{}

@@ -72,7 +72,7 @@ func TestPinnedAndVerifiedCharts(t *testing.T) {
 		Release                    string
 		ChartPinned, ChartVerified bool
 	}
-	if err := json.Unmarshal([]byte(e.cli(0, "plan", "--config", k.Path(), "-o", "json", "--chart-keyring", keyring)), &steps); err != nil {
+	if err := json.Unmarshal([]byte(e.cliStdout(0, "plan", "--config", k.Path(), "-o", "json", "--chart-keyring", keyring)), &steps); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range steps {
