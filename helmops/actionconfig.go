@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/kube"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 
 	"github.com/autox-dev/autox/internal/redact"
@@ -18,12 +20,36 @@ import (
 
 // capabilitiesTTL bounds how stale the cluster's API list may be for chart
 // rendering (.Capabilities) and resource mapping: a CRD installed meanwhile
-// is seen within this time, or at once after an operation failed.
+// is seen within this time, or at once after an operation failed. Only a
+// complete list is kept (see PartialDiscoveryError).
 const capabilitiesTTL = 5 * time.Minute
+
+// PartialDiscoveryError says that the API server's discovery failed for some
+// group versions (an aggregated API that is down, a webhook conversion that
+// fails): the API list Helm would render with lacks them, and a chart that
+// gates objects on .Capabilities.APIVersions.Has would drop them — which an
+// upgrade turns into deleting them. Upgrades and reinstalls fail with it,
+// and are retried with the reconcile's backoff until discovery is complete.
+type PartialDiscoveryError struct {
+	// Missing are the group versions discovery failed for, sorted.
+	Missing []string
+	Cause   error
+}
+
+func (e *PartialDiscoveryError) Error() string {
+	return fmt.Sprintf("the API server's discovery is incomplete, %s missing: a chart rendered now could drop the objects it gates on them, so upgrades and reinstalls wait until discovery is complete: %v",
+		strings.Join(e.Missing, ", "), e.Cause)
+}
+
+func (e *PartialDiscoveryError) Unwrap() error { return e.Cause }
 
 // capabilities returns the cluster's version and API list, shared by all
 // operations. Helm computes them per action.Configuration and invalidates
-// discovery each time, which costs dozens of requests per release.
+// discovery each time, which costs dozens of requests per release. A partial
+// list (some group versions failed) is never kept: it is returned with a
+// *PartialDiscoveryError, for the operations that render nothing a missing
+// group could remove (install, uninstall, rollback); the next operation
+// reads discovery anew.
 func (m *Manager) capabilities() (*chartutil.Capabilities, error) {
 	m.capsMu.Lock()
 	defer m.capsMu.Unlock()
@@ -38,17 +64,45 @@ func (m *Manager) capabilities() (*chartutil.Capabilities, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the Kubernetes version: %w", err)
 	}
-	apis, err := action.GetVersionSet(m.discovery.disc)
-	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
+	// Helm's GetVersionSet hides a partial result: it is read here, once,
+	// and GetVersionSet given what was read.
+	groups, resources, err := m.discovery.disc.ServerGroupsAndResources()
+	var partial *PartialDiscoveryError
+	if failed := (*discovery.ErrGroupDiscoveryFailed)(nil); errors.As(err, &failed) {
+		partial = &PartialDiscoveryError{Cause: err}
+		for gv := range failed.Groups {
+			partial.Missing = append(partial.Missing, gv.String())
+		}
+		sort.Strings(partial.Missing)
+	} else if err != nil {
 		return nil, fmt.Errorf("cannot list the cluster's API versions: %w", err)
 	}
-	m.caps = &chartutil.Capabilities{
+	apis, err := action.GetVersionSet(discovered{m.discovery.disc, groups, resources})
+	if err != nil {
+		return nil, fmt.Errorf("cannot list the cluster's API versions: %w", err)
+	}
+	caps := &chartutil.Capabilities{
 		APIVersions: apis,
 		KubeVersion: chartutil.KubeVersion{Version: v.GitVersion, Major: v.Major, Minor: v.Minor},
 		HelmVersion: chartutil.DefaultCapabilities.HelmVersion,
 	}
-	m.capsAt = time.Now()
+	if partial != nil {
+		m.caps = nil
+		return caps, partial
+	}
+	m.caps, m.capsAt = caps, time.Now()
 	return m.copyCaps(), nil
+}
+
+// discovered answers ServerGroupsAndResources with a result already read.
+type discovered struct {
+	discovery.ServerResourcesInterface
+	groups    []*metav1.APIGroup
+	resources []*metav1.APIResourceList
+}
+
+func (d discovered) ServerGroupsAndResources() ([]*metav1.APIGroup, []*metav1.APIResourceList, error) {
+	return d.groups, d.resources, nil
 }
 
 func (m *Manager) copyCaps() *chartutil.Capabilities {
@@ -65,31 +119,24 @@ func (m *Manager) forgetCapabilities() {
 	m.capsMu.Unlock()
 }
 
-// storage returns the release record driver for one namespace's reads, bound
-// to ctx: Helm's drivers read with context.Background(), and a read the API
-// server does not answer would hold a stop. Drivers hold no state beyond the
-// client, so a new one per call is cheap and never shared between concurrent
-// operations. Their log lines name records, not values.
-func (m *Manager) storage(ctx context.Context, namespace string) driver.Driver {
-	if m.opts.StorageDriver == DriverConfigMap {
-		d := driver.NewConfigMaps(boundConfigMaps{ConfigMapInterface: m.clientset.CoreV1().ConfigMaps(namespace), ctx: ctx})
-		d.Log = m.debugLog(namespace, nil)
-		return d
-	}
-	d := driver.NewSecrets(boundSecrets{SecretInterface: m.clientset.CoreV1().Secrets(namespace), ctx: ctx})
-	d.Log = m.debugLog(namespace, nil)
-	return d
-}
-
 // actionConfig returns a fresh action.Configuration for one operation: Helm's
 // actions write to fields of it (e.g. the storage's MaxHistory), so sharing
 // one between concurrent operations would race. Its log lines go through
-// hide: Helm's debug lines quote manifests and API errors.
+// hide: Helm's debug lines quote manifests and API errors. It renders with a
+// partial API list when discovery is partial: for the operations that
+// cannot delete an object because a group is missing from it.
 //
 // Reading the capabilities (discovery, which takes no context) is waited
 // for until ctx ends only: the read goes on in the background, and the next
 // operation that needs them waits for it.
 func (m *Manager) actionConfig(ctx context.Context, namespace string, hide *redact.Redactor) (*action.Configuration, error) {
+	return m.actionConfigFor(ctx, namespace, hide, false)
+}
+
+// actionConfigFor is actionConfig; complete refuses a partial API list with
+// its *PartialDiscoveryError, for the operations that would delete what a
+// chart rendered against it drops (upgrade, reinstall).
+func (m *Manager) actionConfigFor(ctx context.Context, namespace string, hide *redact.Redactor, complete bool) (*action.Configuration, error) {
 	cfg := &action.Configuration{}
 	getter := &restGetter{shared: m.discovery, config: m.opts.RESTConfig, namespace: namespace}
 	if err := cfg.Init(getter, namespace, m.opts.StorageDriver, m.debugLog(namespace, hide)); err != nil {
@@ -103,6 +150,12 @@ func (m *Manager) actionConfig(ctx context.Context, namespace string, hide *reda
 	if errors.Is(err, errLeftRunning) {
 		return nil, fmt.Errorf("stopped waiting for the cluster's API versions: %w", ctx.Err())
 	}
+	var partial *PartialDiscoveryError
+	if errors.As(err, &partial) && !complete {
+		m.opts.Log.Warn().Str("namespace", namespace).Strs("missing", partial.Missing).
+			Msg("discovery is incomplete: this operation goes on without the missing group versions, since it deletes nothing for them")
+		err = nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -113,6 +166,7 @@ func (m *Manager) actionConfig(ctx context.Context, namespace string, hide *reda
 	if m.opts.StorageDriver == DriverSecret {
 		cfg.Releases.Driver = newSecretRecords(m.clientset.CoreV1().Secrets(namespace), m.debugLog(namespace, hide))
 	}
+	cfg.Releases.Driver = &newestDecodes{Driver: cfg.Releases.Driver, m: m, namespace: namespace}
 	return cfg, nil
 }
 

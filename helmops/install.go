@@ -35,9 +35,10 @@ type Desired struct {
 }
 
 // newInstall returns Helm's install action for d, shared by Install and the
-// dry run of Reinstall so that what is validated is what is installed.
-func (m *Manager) newInstall(ctx context.Context, d Desired) (*action.Install, *action.Configuration, error) {
-	cfg, err := m.actionConfig(ctx, d.Namespace, d.Redact)
+// dry run of Reinstall so that what is validated is what is installed;
+// complete as for actionConfigFor.
+func (m *Manager) newInstall(ctx context.Context, d Desired, complete bool) (*action.Install, *action.Configuration, error) {
+	cfg, err := m.actionConfigFor(ctx, d.Namespace, d.Redact, complete)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -55,15 +56,21 @@ func (m *Manager) newInstall(ctx context.Context, d Desired) (*action.Install, *
 // returns at once and the install goes on in the background (see untilDone).
 // Helm's own RunWithContext is not used: on cancellation it marks the
 // release failed while its install goroutine still reads that release — a
-// data race inside Helm — and writes that record during a stop.
+// data race inside Helm — and writes that record during a stop. A new
+// release deletes nothing: it is installed while discovery is partial.
 func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
+	return m.install(ctx, d, false)
+}
+
+// install is Install; complete as for actionConfigFor.
+func (m *Manager) install(ctx context.Context, d Desired, complete bool) (int, error) {
 	if err := notStarted(ctx, "install", d.Namespace, d.Name); err != nil {
 		return 0, err
 	}
 	if err := m.preflight(ctx, d); err != nil {
 		return 0, err
 	}
-	in, cfg, err := m.newInstall(ctx, d)
+	in, cfg, err := m.newInstall(ctx, d, complete)
 	if err != nil {
 		return 0, err
 	}

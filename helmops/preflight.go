@@ -48,7 +48,8 @@ func (m *Manager) preflightUpgrade(ctx context.Context, d Desired) error {
 	if m.as.IsZero() {
 		return nil
 	}
-	cfg, err := m.actionConfig(ctx, d.Namespace, d.Redact)
+	// As the upgrade itself: a partial API list is refused.
+	cfg, err := m.actionConfigFor(ctx, d.Namespace, d.Redact, true)
 	if err != nil {
 		return err
 	}

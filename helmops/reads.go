@@ -15,7 +15,10 @@ import (
 // this instance. A release whose newest revision someone wrote without them
 // is not returned, whatever its older revisions say: it is no longer ours,
 // and Lookup shows whose it is. Every namespace is read; when some cannot be,
-// the others' releases are returned with a *NamespacesError.
+// the others' releases are returned with a *NamespacesError. A release of
+// the spec whose newest record does not decode is not returned either, and
+// is named in a *ReleasesError (FailedReleases) beside them: the caller must
+// neither act on it nor take it for absent.
 func (m *Manager) SpecReleases(ctx context.Context, namespaces []string, spec string) ([]*format.Release, error) {
 	return m.specReleases(ctx, namespaces, map[string]string{format.LabelSpec: spec})
 }
@@ -28,23 +31,30 @@ func (m *Manager) ObjectReleases(ctx context.Context, namespaces []string, spec 
 		format.LabelObjectNamespace: obj.Namespace, format.LabelObject: format.ObjectLabel(obj.Name)})
 }
 
+// specReleases reads the releases of match in every namespace. A release of
+// the instance whose newest record does not decode is left out and named in
+// a *ReleasesError beside the others (with the *NamespacesError, if any).
 func (m *Manager) specReleases(ctx context.Context, namespaces []string, match map[string]string) ([]*format.Release, error) {
-	return eachNamespace(ctx, namespaces, func(ns string) ([]*format.Release, error) {
-		// The drivers' Query matches label equality only; the release-spec
+	failed := map[string]error{}
+	out, err := eachNamespace(ctx, namespaces, func(ns string) ([]*format.Release, error) {
+		// Label equality only, as the drivers' Query; the release-spec
 		// label and the instance are checked on the newest revision.
-		q := make(map[string]string, len(match)+1)
-		for k, v := range match {
-			q[k] = v
-		}
-		groups, err := m.query(ctx, ns, q)
+		recs, err := m.listRecords(ctx, ns, match)
 		if err != nil {
 			return nil, err
 		}
-		if groups, err = m.newestOnly(ctx, ns, groups); err != nil {
+		groups, broken, err := m.newestOnly(ctx, ns, recs)
+		if err != nil {
 			return nil, err
+		}
+		for name, u := range broken {
+			if u.owned(m.opts.Instance) {
+				failed[ns+"/"+name] = u.error(ns, name)
+			}
 		}
 		return m.releases(ctx, ns, groups, m.owned), nil
 	})
+	return out, withFailed(err, failed)
 }
 
 func (m *Manager) owned(r *format.Release) bool { return r.OwnedBy(m.opts.Instance) }
@@ -71,15 +81,24 @@ func (m *Manager) NamesInUse(ctx context.Context, namespace string, names []stri
 
 // Lookup returns the release of that name in namespace, or nil: autox's or
 // not, of any instance. Whether it may be touched is the caller's decision.
+// A release whose newest record does not decode is an *UndecodableError.
 func (m *Manager) Lookup(ctx context.Context, namespace, name string) (*format.Release, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	groups, err := m.query(ctx, namespace, map[string]string{"name": name})
+	recs, err := m.listRecords(ctx, namespace, map[string]string{"name": name})
 	if err != nil {
 		return nil, fmt.Errorf("cannot look up release %s/%s: %w", namespace, name, err)
 	}
-	rels := m.releases(ctx, namespace, groups, func(*format.Release) bool { return true })
+	// One LIST by the name label holds every revision: it is its own
+	// metadata LIST.
+	switch verdict, u := judgeNewest(recs.revisions(name), recs.decoded[name], recs.undecoded[name]); verdict {
+	case releaseGone:
+		return nil, nil
+	case releaseUndecodable:
+		return nil, u.error(namespace, name)
+	}
+	rels := m.releases(ctx, namespace, map[string][]*release.Release{name: recs.decoded[name]}, func(*format.Release) bool { return true })
 	if len(rels) == 0 {
 		return nil, nil
 	}
@@ -91,15 +110,29 @@ func (m *Manager) Lookup(ctx context.Context, namespace, name string) (*format.R
 // SpecReleases): every release record is read, and a release is this
 // instance's when its newest revision is, as for SpecReleases. Like
 // SpecReleases, it reads every namespace and returns a *NamespacesError with
-// the releases of the readable ones.
+// the releases of the readable ones, and a *ReleasesError for the releases
+// whose newest record does not decode.
 func (m *Manager) ManagedReleases(ctx context.Context, namespaces []string) ([]*format.Release, error) {
-	return eachNamespace(ctx, namespaces, func(ns string) ([]*format.Release, error) {
+	failed := map[string]error{}
+	out, err := eachNamespace(ctx, namespaces, func(ns string) ([]*format.Release, error) {
 		// All records, not only autox-labelled ones: a release's newest
 		// revision decides whose it is, labelled or not.
-		recs, err := m.storage(ctx, ns).List(func(*release.Release) bool { return true })
+		recs, err := m.listRecords(ctx, ns, nil)
 		if err != nil {
 			return nil, fmt.Errorf("cannot list releases: %w", err)
 		}
-		return m.releases(ctx, ns, byName(recs), m.owned), nil
+		groups := map[string][]*release.Release{}
+		for _, name := range recs.names() {
+			switch verdict, u := judgeNewest(recs.revisions(name), recs.decoded[name], recs.undecoded[name]); verdict {
+			case releaseUndecodable:
+				if u.owned(m.opts.Instance) {
+					failed[ns+"/"+name] = u.error(ns, name)
+				}
+			case releaseComplete:
+				groups[name] = recs.decoded[name]
+			}
+		}
+		return m.releases(ctx, ns, groups, m.owned), nil
 	})
+	return out, withFailed(err, failed)
 }

@@ -115,31 +115,3 @@ func encodeRecord(rls *release.Release) ([]byte, error) {
 	base64.StdEncoding.Encode(out, buf.Bytes())
 	return out, nil
 }
-
-// boundSecrets and boundConfigMaps make Helm's storage drivers read with ctx
-// instead of the context.Background() they pass.
-type boundSecrets struct {
-	typedcorev1.SecretInterface
-	ctx context.Context
-}
-
-func (b boundSecrets) Get(_ context.Context, name string, opts metav1.GetOptions) (*corev1.Secret, error) {
-	return b.SecretInterface.Get(b.ctx, name, opts)
-}
-
-func (b boundSecrets) List(_ context.Context, opts metav1.ListOptions) (*corev1.SecretList, error) {
-	return b.SecretInterface.List(b.ctx, opts)
-}
-
-type boundConfigMaps struct {
-	typedcorev1.ConfigMapInterface
-	ctx context.Context
-}
-
-func (b boundConfigMaps) Get(_ context.Context, name string, opts metav1.GetOptions) (*corev1.ConfigMap, error) {
-	return b.ConfigMapInterface.Get(b.ctx, name, opts)
-}
-
-func (b boundConfigMaps) List(_ context.Context, opts metav1.ListOptions) (*corev1.ConfigMapList, error) {
-	return b.ConfigMapInterface.List(b.ctx, opts)
-}

@@ -17,9 +17,13 @@ import (
 // returns the new revision (1). A release that cannot be replaced is never
 // removed (DESIGN §3): the new release is first rendered and validated
 // without writing anything (dryRunInstall), and only then is the old one
-// uninstalled. The install starts only once the old release's objects are
-// gone from the API server (see uninstall), so that it does not fail on, or
-// adopt, an object still being deleted (a finalizer holds it).
+// uninstalled. While discovery is partial, nothing is done: the dry run
+// fails with a *PartialDiscoveryError, and so does the install after the
+// uninstall should discovery turn partial between them (the release is then
+// absent, and installed by a later reconcile). The install starts only once
+// the old release's objects are gone from the API server (see uninstall), so
+// that it does not fail on, or adopt, an object still being deleted (a
+// finalizer holds it).
 //
 // Nothing is started when ctx has already ended, or ends during the dry run.
 // The pair runs on ctx alone, with no deadline of its own: Helm bounds each
@@ -37,6 +41,9 @@ func (m *Manager) Reinstall(ctx context.Context, d Desired) (int, error) {
 		if err := notStarted(ctx, "reinstall", d.Namespace, d.Name); err != nil {
 			return 0, err // cut off during the dry run, which writes nothing
 		}
+		if partial := (*PartialDiscoveryError)(nil); errors.As(err, &partial) {
+			return 0, fmt.Errorf("cannot reinstall release %s/%s now; the running release is kept: %w", d.Namespace, d.Name, err)
+		}
 		return 0, fmt.Errorf("cannot reinstall release %s/%s: the new release does not render or validate; the running release is kept: %w", d.Namespace, d.Name, err)
 	}
 	if err := notStarted(ctx, "reinstall", d.Namespace, d.Name); err != nil {
@@ -45,7 +52,7 @@ func (m *Manager) Reinstall(ctx context.Context, d Desired) (int, error) {
 	if err := m.uninstall(ctx, d.Namespace, d.Name, d.Redact, true); err != nil {
 		return 0, fmt.Errorf("cannot reinstall release %s/%s: the new release was not installed: %w", d.Namespace, d.Name, err)
 	}
-	return m.Install(ctx, d)
+	return m.install(ctx, d, true)
 }
 
 // dryRunInstall checks that d would install, writing nothing. Helm's install
@@ -59,7 +66,7 @@ func (m *Manager) Reinstall(ctx context.Context, d Desired) (int, error) {
 // server-side dry-run create. An object of the running release answers
 // AlreadyExists, which the API server checks only after validating it.
 func (m *Manager) dryRunInstall(ctx context.Context, d Desired) error {
-	in, cfg, err := m.newInstall(ctx, d)
+	in, cfg, err := m.newInstall(ctx, d, true)
 	if err != nil {
 		return err
 	}

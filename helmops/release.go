@@ -2,7 +2,6 @@ package helmops
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -89,15 +87,6 @@ func summarise(revs []*release.Release) *format.Release {
 	return r
 }
 
-// byName groups release records by release name.
-func byName(recs []*release.Release) map[string][]*release.Release {
-	out := map[string][]*release.Release{}
-	for _, r := range recs {
-		out[r.Name] = append(out[r.Name], r)
-	}
-	return out
-}
-
 // releases returns one format.Release per name of groups (every revision of a name
 // that is to be judged), sorted by name, keeping those keep accepts.
 func (m *Manager) releases(ctx context.Context, namespace string, groups map[string][]*release.Release, keep func(*format.Release) bool) []*format.Release {
@@ -170,20 +159,6 @@ func lastWrite(meta metav1.ObjectMeta) time.Time {
 	return latest
 }
 
-// query returns the records of namespace matching match (label equality
-// only, as the drivers' Query), grouped by release name; none is no error.
-func (m *Manager) query(ctx context.Context, namespace string, match map[string]string) (map[string][]*release.Release, error) {
-	match["owner"] = "helm"
-	recs, err := m.storage(ctx, namespace).Query(match)
-	if errors.Is(err, driver.ErrReleaseNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("cannot read release records: %w", err)
-	}
-	return byName(recs), nil
-}
-
 // recordVersions returns the revisions of every Helm record of the named
 // releases in namespace, read from record metadata in one LIST: all of them,
 // whatever their labels, so that the newest revision of a release is known
@@ -212,57 +187,47 @@ func (m *Manager) recordVersions(ctx context.Context, namespace string, names []
 	return out, nil
 }
 
-// newestOnly keeps, of groups (records found by a label of autox's), the
-// releases whose newest revision among all their records is in the group,
-// so that a release someone upgraded without autox's labels (or with another
+// newestOnly keeps, of recs (records found by a label of autox's), the
+// releases whose newest revision among all their records is in recs, so
+// that a release someone upgraded without autox's labels (or with another
 // spec's) is judged on that newest revision and is not this group's: its
 // older, labelled revisions are history, not ownership. A kept release whose
-// history holds revisions outside the group (a revision written without the
+// history holds revisions outside recs (a revision written without the
 // labels, then labelled again) is read whole, so that what summarise says of
-// its earlier revisions is true. Costs one metadata LIST, plus one LIST per
-// such release.
-func (m *Manager) newestOnly(ctx context.Context, namespace string, groups map[string][]*release.Release) (map[string][]*release.Release, error) {
-	if len(groups) == 0 {
-		return groups, nil
+// its earlier revisions is true. A release whose newest revision is in recs
+// but did not decode is not kept: it is returned, by name, among the
+// undecodable (judgeNewest). Costs one metadata LIST, plus one LIST per
+// release read whole.
+func (m *Manager) newestOnly(ctx context.Context, namespace string, recs records) (map[string][]*release.Release, map[string]undecoded, error) {
+	names := recs.names()
+	if len(names) == 0 {
+		return nil, nil, nil
 	}
-	names := make([]string, 0, len(groups))
-	for name := range groups {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	versions, err := m.recordVersions(ctx, namespace, names)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make(map[string][]*release.Release, len(groups))
+	out := make(map[string][]*release.Release, len(names))
+	broken := map[string]undecoded{}
 	for _, name := range names {
-		inGroup := map[int]bool{}
-		for _, r := range groups[name] {
-			inGroup[r.Version] = true
-		}
-		all := versions[name]
-		if len(all) == 0 {
-			continue // removed since the group was read
-		}
-		newest, complete := all[0], true
-		for _, v := range all {
-			newest = max(newest, v)
-			complete = complete && inGroup[v]
-		}
-		if !inGroup[newest] {
-			continue
-		}
-		if complete {
-			out[name] = groups[name]
-			continue
-		}
-		whole, err := m.query(ctx, namespace, map[string]string{"name": name})
-		if err != nil {
-			return nil, err
-		}
-		if len(whole[name]) > 0 {
-			out[name] = whole[name]
+		verdict, u := judgeNewest(versions[name], recs.decoded[name], recs.undecoded[name])
+		switch verdict {
+		case releaseUndecodable:
+			broken[name] = *u
+		case releaseComplete:
+			out[name] = recs.decoded[name]
+		case releasePartial:
+			whole, err := m.listRecords(ctx, namespace, map[string]string{"name": name})
+			if err != nil {
+				return nil, nil, err
+			}
+			switch verdict, u := judgeNewest(whole.revisions(name), whole.decoded[name], whole.undecoded[name]); verdict {
+			case releaseUndecodable:
+				broken[name] = *u
+			case releaseComplete:
+				out[name] = whole.decoded[name]
+			}
 		}
 	}
-	return out, nil
+	return out, broken, nil
 }

@@ -36,7 +36,7 @@ func (m *Manager) DryRunReplacement(ctx context.Context, d Desired, old Ref) err
 	if err := notStarted(ctx, "dry run", d.Namespace, d.Name); err != nil {
 		return err
 	}
-	in, cfg, err := m.newInstall(ctx, d)
+	in, cfg, err := m.newInstall(ctx, d, true) // a replacement: as a reinstall
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,8 @@ import (
 // Upgrade upgrades a release to exactly d's chart and values (ResetValues:
 // nothing of the previous revision's values survives) and returns the
 // revision. Nothing is started when ctx has already ended; when ctx ends
-// during the upgrade it returns at once, as Install does.
+// during the upgrade it returns at once, as Install does. While discovery is
+// partial it fails with a *PartialDiscoveryError and changes nothing.
 func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
 	if err := notStarted(ctx, "upgrade", d.Namespace, d.Name); err != nil {
 		return 0, err
@@ -19,7 +20,7 @@ func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
 	if err := m.preflightUpgrade(ctx, d); err != nil {
 		return 0, err
 	}
-	cfg, err := m.actionConfig(ctx, d.Namespace, d.Redact)
+	cfg, err := m.actionConfigFor(ctx, d.Namespace, d.Redact, true)
 	if err != nil {
 		return 0, err
 	}

@@ -79,11 +79,10 @@ func (r *Reconciler) dryRun(ctx context.Context, cfg *config.Config, key string)
 // dryRunSelector decides every object of a selector spec, and the spec's
 // releases that name no object.
 func (r *Reconciler) dryRunSelector(ctx context.Context, cfg *config.Config, specName string) ([]plan.Step, error) {
-	objs, unattributed, err := r.observer.SelectorObjects(ctx, cfg, specName)
+	objs, o, err := r.observer.SelectorObjects(ctx, cfg, specName)
 	if err != nil {
 		return nil, err
 	}
-	o := r.observer.Unattributed(cfg, specName, unattributed)
 	p := plan.Decide(o.Observation)
 	steps := p.Steps
 	errs := []error{r.applier.Report(o, p)}

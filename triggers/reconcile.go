@@ -178,7 +178,7 @@ func (r *Reconciler) sweep(ctx context.Context, cfg *config.Config, specName str
 	for _, o := range objs {
 		follow = append(follow, ObjectKey(specName, o))
 	}
-	return follow, r.run(ctx, r.observer.Unattributed(cfg, specName, unattributed), start, nil)
+	return follow, r.run(ctx, unattributed, start, nil)
 }
 
 // run decides an observation and applies its plan. The steps after the

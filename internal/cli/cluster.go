@@ -24,6 +24,7 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/apistatus"
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/triggers"
 	"github.com/autox-dev/autox/triggers/observe"
@@ -204,6 +205,10 @@ func (c *clusterFlags) restConfig(version string, log zerolog.Logger) (*rest.Con
 	} else {
 		cfg.QPS = -1 // 0 would be client-go's default of 5 per second
 	}
+	// Every client of the process, Helm's kube client and storage drivers
+	// included, is built from this config: none of them may take a 404
+	// that a proxy or gateway answered for the API server's NotFound.
+	cfg.Wrap(apistatus.Transport)
 	cfg.Wrap(countRequests)
 	handleWarnings(cfg, log)
 	cfg.UserAgent = "autox/" + version

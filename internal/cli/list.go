@@ -80,10 +80,11 @@ func newListCommand(version string) *cobra.Command {
 				namespaces = []string{namespace}
 			}
 			rels, err := deps.helm.ManagedReleases(cmd.Context(), namespaces)
-			if err != nil && helmops.FailedNamespaces(err) == nil {
+			if err != nil && helmops.FailedNamespaces(err) == nil && helmops.FailedReleases(err) == nil {
 				return &exitError{1, err}
 			}
-			// Some namespaces could not be read: list the others, then fail.
+			// Some namespaces or releases could not be read: list the
+			// others, then fail.
 			if perr := printRows(cmd.OutOrStdout(), output, listRows(cfg, deps.helm.Instance(), rels, orphans, cf.defaultServiceAccount)); perr != nil {
 				return &exitError{1, perr}
 			}

@@ -43,6 +43,9 @@ type Proxy struct {
 	// failOnly, when set, limits the failures to the requests it matches;
 	// the others are forwarded by forward, with the cluster's credentials.
 	failOnly atomic.Pointer[func(*http.Request) bool]
+	// plain, when set, is the text/plain body failures get instead of a
+	// Status: what a gateway or ingress in front of the API server sends.
+	plain atomic.Pointer[string]
 	// hold, when set, holds the requests it matches (HoldMatching).
 	hold atomic.Pointer[Hold]
 	// detach, when set, forwards the requests it matches without their
@@ -212,6 +215,7 @@ func (p *Proxy) FailWith(status int) {
 	p.hold.Store(nil)
 	p.detach.Store(nil)
 	p.failOnly.Store(nil)
+	p.plain.Store(nil)
 	p.failStatus.Store(int32(status))
 	p.closeConns()
 }
@@ -221,6 +225,18 @@ func (p *Proxy) FailWith(status int) {
 // (admin) credentials, since it ends TLS itself. FailWith(0) ends it.
 func (p *Proxy) FailMatching(status int, match func(*http.Request) bool) {
 	p.failOnly.Store(&match)
+	p.plain.Store(nil)
+	p.failStatus.Store(int32(status))
+	p.closeConns()
+}
+
+// AnswerPlain is FailMatching with a text/plain body instead of a Status,
+// as a proxy, gateway or ingress answers ("404 page not found"): no
+// Kubernetes Status, only an HTTP status and a line of text. FailWith(0)
+// ends it.
+func (p *Proxy) AnswerPlain(status int, body string, match func(*http.Request) bool) {
+	p.failOnly.Store(&match)
+	p.plain.Store(&body)
 	p.failStatus.Store(int32(status))
 	p.closeConns()
 }
@@ -366,6 +382,12 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request) {
 	code := int(p.failStatus.Load())
 	if code == 0 {
 		code = http.StatusServiceUnavailable // the proxy forwards again: this client reconnects next time
+	}
+	if plain := p.plain.Load(); plain != nil {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, *plain)
+		return
 	}
 	reason := metav1.StatusReasonInternalError
 	if code == http.StatusServiceUnavailable {

@@ -174,8 +174,10 @@ func (ob *Observer) overLimit(ctx context.Context, cfg *config.Config, specName 
 // its releases names (a deleted object's releases are found this way; its
 // own reconcile confirms the deletion by name). Releases of the spec that
 // name no object were made before it had a selector: they are returned as
-// unattributed.
-func (ob *Observer) SelectorObjects(ctx context.Context, cfg *config.Config, specName string) (objs []format.Object, unattributed []*format.Release, err error) {
+// the observation of the unattributed (Unattributed), with the spec's
+// releases whose newest record cannot be decoded, which are not known to
+// name an object and keep that observation incomplete.
+func (ob *Observer) SelectorObjects(ctx context.Context, cfg *config.Config, specName string) (objs []format.Object, unattributed *Observed, err error) {
 	spec := cfg.Specs[specName]
 	listed, err := ob.listObjects(ctx, cfg, spec)
 	if err != nil {
@@ -185,9 +187,11 @@ func (ob *Observer) SelectorObjects(ctx context.Context, cfg *config.Config, spe
 	// objects' own reconciles report that namespace, and nothing there is
 	// taken for absent.
 	rels, err := ob.opts.Releases.SpecReleases(ctx, ob.opts.GCNamespaces(), specName)
-	if err != nil && helmops.FailedNamespaces(err) == nil {
+	undecodable := helmops.FailedReleases(err)
+	if err != nil && helmops.FailedNamespaces(err) == nil && undecodable == nil {
 		return nil, nil, fmt.Errorf("cannot read releases of spec %s: %w", specName, err)
 	}
+	var unattributedRels []*format.Release
 	withReleases := map[format.Object]bool{}
 	for _, rel := range rels {
 		if rel.ObjectName != "" {
@@ -203,7 +207,7 @@ func (ob *Observer) SelectorObjects(ctx context.Context, cfg *config.Config, spe
 		o := rel.TriggerObject()
 		switch {
 		case o.IsZero():
-			unattributed = append(unattributed, rel)
+			unattributedRels = append(unattributedRels, rel)
 		case o.Name == rel.ObjectName && !format.ObjectLabelIsName(o.Name):
 			// A long name whose values do not give it back: its release
 			// cannot be tied to an object, and is left alone.
@@ -217,5 +221,5 @@ func (ob *Observer) SelectorObjects(ctx context.Context, cfg *config.Config, spe
 		objs = append(objs, o)
 	}
 	plan.SortObjects(objs)
-	return objs, unattributed, nil
+	return objs, ob.Unattributed(cfg, specName, unattributedRels, undecodable), nil
 }

@@ -161,7 +161,9 @@ func (ob *Observer) observeTrigger(ctx context.Context, cfg *config.Config, spec
 		ReleaseSpecs: map[string]plan.ReleaseSpecObservation{}, StaleAfter: ob.opts.StaleAfter, DefaultServiceAccount: ob.opts.DefaultServiceAccount},
 		Loaded: map[string]*chart.Chart{}, State: plan.TriggerSpecRemoved}
 	// A namespace whose records cannot be read fails the release specs
-	// that live there; the others are decided from what could be read.
+	// that live there, a release whose newest record cannot be decoded the
+	// release spec that wants it; the others are decided from what could
+	// be read.
 	var current []*format.Release
 	var err error
 	if obj.IsZero() {
@@ -170,7 +172,8 @@ func (ob *Observer) observeTrigger(ctx context.Context, cfg *config.Config, spec
 		current, err = ob.opts.Releases.ObjectReleases(ctx, ob.opts.GCNamespaces(), specName, obj)
 	}
 	unread := helmops.FailedNamespaces(err)
-	if err != nil && unread == nil {
+	o.Undecodable = helmops.FailedReleases(err)
+	if err != nil && unread == nil && o.Undecodable == nil {
 		return nil, fmt.Errorf("cannot read releases of spec %s: %w", specName, err)
 	}
 	o.Current = current
@@ -220,8 +223,8 @@ func (ob *Observer) observeReleaseSpecs(ctx context.Context, cfg *config.Config,
 	sources := NewSourceCache(ob.opts.Sources)
 	for _, id := range spec.ReleaseSpecIDs() {
 		rs := spec.ReleaseSpecs[id]
-		if o.Unread[rs.Namespace] != nil {
-			continue
+		if o.Unread[rs.Namespace] != nil || o.Undecodable[rs.Namespace+"/"+rs.ReleaseName] != nil {
+			continue // fails, whatever else would be read
 		}
 		o.ReleaseSpecs[id] = ob.observeReleaseSpec(ctx, o, sources, id, rs, free[rs.Namespace+"/"+rs.ReleaseName], cfg.Dir)
 	}
@@ -304,10 +307,11 @@ func (ob *Observer) observeReleaseSpec(ctx context.Context, o *Observed, sources
 
 // Unattributed is the observation of a selector spec's releases that name
 // no object (made while the spec named one trigger): no object wants them,
-// so they are decided like the releases of a removed spec.
-func (ob *Observer) Unattributed(cfg *config.Config, specName string, rels []*format.Release) *Observed {
+// so they are decided like the releases of a removed spec. undecodable are
+// the spec's releases that could not be read: they leave it incomplete.
+func (ob *Observer) Unattributed(cfg *config.Config, specName string, rels []*format.Release, undecodable map[string]error) *Observed {
 	return &Observed{Observation: plan.Observation{Spec: specName, Instance: ob.Instance(), InForce: cfg, Current: rels, Unattributed: true,
-		Now: ob.opts.Now(), StaleAfter: ob.opts.StaleAfter, DefaultServiceAccount: ob.opts.DefaultServiceAccount}, State: plan.TriggerSpecRemoved}
+		Undecodable: undecodable, Now: ob.opts.Now(), StaleAfter: ob.opts.StaleAfter, DefaultServiceAccount: ob.opts.DefaultServiceAccount}, State: plan.TriggerSpecRemoved}
 }
 
 // LoadChart loads a chart for an operation: a repository chart the decision

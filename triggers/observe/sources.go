@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/internal/apistatus"
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
@@ -17,8 +18,10 @@ import (
 // name, live: like the trigger, the cluster is the truth at every reconcile.
 // SourceReader is the one implementation.
 type ValuesSources interface {
-	// Get returns the object's content by key, found false for NotFound.
-	// Any other failure is an error: nothing is taken for absent.
+	// Get returns the object's content by key, found false for the API
+	// server's NotFound naming the object (apistatus.NotFound). Any other
+	// failure, a 404 from a proxy included, is an error: nothing is taken
+	// for absent.
 	Get(ctx context.Context, kind, namespace, name string) (found bool, data map[string]string, err error)
 }
 
@@ -75,7 +78,7 @@ func (r SourceReader) Get(ctx context.Context, kind, namespace, name string) (bo
 	switch {
 	case err == nil:
 		return true, data, nil
-	case objectNotFound(err, name):
+	case apistatus.NotFound(err, name):
 		return false, nil, nil
 	}
 	return false, nil, fmt.Errorf("cannot read %s %s/%s: %w", kind, namespace, name, err)

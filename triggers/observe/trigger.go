@@ -2,11 +2,9 @@ package observe
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -14,6 +12,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/internal/apistatus"
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
@@ -32,16 +31,17 @@ type TriggerReader struct {
 }
 
 // Get reads one trigger: the decision's view of the object, and a reference
-// to it for Kubernetes Events (nil when unknown). NotFound of the object
-// itself is Found=false; every other failure, including a 404 because the
-// resource is not served at all, is an error, because only a confirmed
-// absence may lead to an uninstall.
+// to it for Kubernetes Events (nil when unknown). The API server's NotFound
+// naming the object (apistatus.NotFound) is Found=false; every other
+// failure, including a 404 because the resource is not served at all and a
+// 404 that a proxy or gateway answered, is an error, because only a
+// confirmed absence may lead to an uninstall.
 func (r TriggerReader) Get(ctx context.Context, t config.Trigger) (plan.TriggerRead, *corev1.ObjectReference, error) {
 	obj, err := r.Client.Resource(GVR(t)).Namespace(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 	if err == nil {
 		return plan.TriggerRead{Found: true, Labels: obj.Labels}, r.reference(t, obj.UID), nil
 	}
-	if objectNotFound(err, t.Name) {
+	if apistatus.NotFound(err, t.Name) {
 		return plan.TriggerRead{}, nil, nil
 	}
 	return plan.TriggerRead{}, nil, fmt.Errorf("cannot read trigger %s: %w", Describe(t), err)
@@ -56,17 +56,6 @@ func (r TriggerReader) reference(t config.Trigger, uid types.UID) *corev1.Object
 		return nil
 	}
 	return &corev1.ObjectReference{Kind: gvk.Kind, APIVersion: gvk.GroupVersion().String(), Name: t.Name, Namespace: t.Namespace, UID: uid}
-}
-
-// objectNotFound tells "this object does not exist" from "this URL does not
-// exist": the API server names the object in the details of the first only.
-func objectNotFound(err error, name string) bool {
-	var status apierrors.APIStatus
-	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
-		return false
-	}
-	d := status.Status().Details
-	return d != nil && d.Name == name
 }
 
 // Describe names a trigger for logs and errors, kubectl style.

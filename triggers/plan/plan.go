@@ -52,6 +52,10 @@ type Observation struct {
 	// Unread maps a namespace whose release records could not be read to the
 	// cause: nothing there is taken for absent.
 	Unread map[string]error
+	// Undecodable maps a release of the key ("namespace/name") whose newest
+	// record could not be decoded to the error naming it: it is not in
+	// Current, is neither absent nor removable, and nothing is done to it.
+	Undecodable map[string]error
 	// ReleaseSpecs holds, per release spec id, what was read for it.
 	ReleaseSpecs map[string]ReleaseSpecObservation
 	// Now is the time of the observation; StaleAfter how old a pending
@@ -215,9 +219,11 @@ func Decide(o Observation) Plan {
 			res.Steps[i].Reason = "made by this spec before it had a selector: no object's release"
 		}
 	}
+	res.Incomplete = unwantedUndecodable(o)
 	if spec == nil {
 		if len(o.Unread) > 0 {
-			res.Incomplete = fmt.Errorf("releases of the removed spec may remain in namespaces that could not be read: %w", unreadError(o.Unread))
+			res.Incomplete = errors.Join(res.Incomplete,
+				fmt.Errorf("releases of the removed spec may remain in namespaces that could not be read: %w", unreadError(o.Unread)))
 		}
 		return res
 	}
@@ -230,6 +236,10 @@ func Decide(o Observation) Plan {
 		}
 		if cause, unread := o.Unread[rs.Namespace]; unread {
 			fail(nil, fmt.Errorf("cannot read the release records of namespace %s: %w", rs.Namespace, cause))
+			continue
+		}
+		if cause := o.Undecodable[rs.Namespace+"/"+rs.ReleaseName]; cause != nil {
+			fail(nil, cause)
 			continue
 		}
 		if ro.Err != nil {
@@ -462,6 +472,40 @@ func redactorOf(rs *config.ReleaseSpec, rel *format.Release, sources []SourceVal
 		values = append(values, format.UserValues(rel.Values), format.UserValues(rel.DeployedValues))
 	}
 	return redact.Build(values, fromSecrets)
+}
+
+// unwantedUndecodable is the error of the key's undecodable releases that
+// no release spec wants (of a removed spec or release spec): they would be
+// uninstalled if they could be read, so the key is incomplete until then.
+// Those a release spec wants fail that release spec instead.
+func unwantedUndecodable(o Observation) error {
+	keys := make([]string, 0, len(o.Undecodable))
+	for k := range o.Undecodable {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var errs []error
+	for _, k := range keys {
+		if o.Config != nil && wantedName(o.Config, k) {
+			continue
+		}
+		errs = append(errs, o.Undecodable[k])
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("releases of the spec that cannot be read are left as they are: %w", errors.Join(errs...))
+}
+
+// wantedName reports whether a release spec of spec wants the release
+// "namespace/name".
+func wantedName(spec *config.Spec, key string) bool {
+	for _, rs := range spec.ReleaseSpecs {
+		if rs.Namespace+"/"+rs.ReleaseName == key {
+			return true
+		}
+	}
+	return false
 }
 
 // unreadError joins the causes of unreadable namespaces, in a stable order.

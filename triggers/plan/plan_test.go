@@ -141,6 +141,64 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestDecideUndecodable: a release whose newest record cannot be decoded
+// fails the release spec that wants it with the error naming the record, and
+// no step touches it; a release no release spec wants any more leaves the
+// plan incomplete instead of being uninstalled; the other release specs go on.
+func TestDecideUndecodable(t *testing.T) {
+	broken := errors.New("release ns/web-a: its newest record, Secret sh.helm.release.v1.web-a.v3 (revision 3), cannot be decoded")
+	newLabel := TriggerRead{Found: true, Labels: map[string]string{"app.kubernetes.io/version": "3.0.0"}}
+	cases := []struct {
+		name       string
+		obs        Observation
+		steps      []string // action release
+		failed     string   // the release spec failed with broken, "" for none
+		incomplete bool
+	}{
+		{"wanted: the release spec fails, the other upgrades", observation(func(o *Observation) {
+			o.Current, o.Trigger = []*format.Release{deployed("b")}, newLabel
+			o.Undecodable = map[string]error{"ns/web-a": broken}
+		}), []string{"reinstall web-b"}, "a", false},
+		{"trigger gone: not uninstalled", observation(func(o *Observation) {
+			o.Current, o.Trigger = []*format.Release{deployed("b")}, TriggerRead{}
+			o.Undecodable = map[string]error{"ns/web-a": broken}
+		}), []string{"uninstall web-b"}, "a", false},
+		{"release spec removed: incomplete, not uninstalled", observation(func(o *Observation) {
+			o.Current = []*format.Release{deployed("a"), deployed("b")}
+			o.Undecodable = map[string]error{"ns/web-gone": broken}
+		}), []string{"unchanged web-a", "unchanged web-b"}, "", true},
+		{"spec removed: incomplete, not uninstalled", observation(func(o *Observation) {
+			o.Config, o.Current = nil, []*format.Release{deployed("b")}
+			o.Undecodable = map[string]error{"ns/web-a": broken}
+		}), []string{"uninstall web-b"}, "", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Decide(tc.obs)
+			var steps []string
+			for _, s := range res.Steps {
+				steps = append(steps, string(s.Action)+" "+s.Release)
+			}
+			if strings.Join(steps, ", ") != strings.Join(tc.steps, ", ") {
+				t.Errorf("steps %v, want %v", steps, tc.steps)
+			}
+			var failed []string
+			for _, f := range res.Failed {
+				failed = append(failed, f.ReleaseSpec)
+				if !errors.Is(f.Err, broken) && !strings.Contains(f.Err.Error(), broken.Error()) {
+					t.Errorf("release spec %s failed with %v, want the record's error", f.ReleaseSpec, f.Err)
+				}
+			}
+			if strings.Join(failed, ",") != tc.failed {
+				t.Errorf("failed release specs %v, want %q", failed, tc.failed)
+			}
+			if (res.Incomplete != nil) != tc.incomplete || (tc.incomplete && !strings.Contains(res.Incomplete.Error(), broken.Error())) {
+				t.Errorf("Incomplete = %v, want the record's error: %v", res.Incomplete, tc.incomplete)
+			}
+		})
+	}
+}
+
 // TestPlanDesired: what an install makes — the user's values plus the
 // injected `autox` key, the digest a quiet pass compares, the next revision.
 func TestPlanDesired(t *testing.T) {
