@@ -1,18 +1,23 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/autox-dev/autox/internal/testenv"
 )
 
 // TestPinnedAndVerifiedCharts runs the binary with an OCI chart pinned by
 // its digest and a signed local archive with verify: true and
-// --chart-keyring: both install, and plan shows them pinned and verified.
+// --chart-keyring or a chart.keyring Secret: all install, and plan shows
+// them pinned and verified.
 // Then the tag is re-pushed with another chart and the archive is tampered
 // with (its .prov kept), and a values change asks for upgrades: both fail,
 // naming the digests and the verification, and neither release changes.
@@ -56,16 +61,22 @@ func TestPinnedAndVerifiedCharts(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The keyring Secret of the keyed release spec, read with autox's identity.
+	keys := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "chart-keys"}, Data: map[string][]byte{"pubring.gpg": signer.Keyring}}
+	if _, err := cluster.Client.CoreV1().Secrets(e.NS).Create(context.Background(), keys, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	e.Deployment("web", version("1.0.0"))
 	cfgText := func(greeting string) string {
 		return e.render(webSpec(`      pinned: {chart: {repo: oci://` + reg.Host + `/experiments, name: hello, version: "0.1.0", digest: "` + pin + `"}, values: {greeting: ` + greeting + `}}
       signed: {chart: {path: ` + local[0] + `, verify: true}, values: {greeting: ` + greeting + `}}
+      keyed: {chart: {path: ` + local[0] + `, verify: true, keyring: {secretName: chart-keys}}, values: {greeting: ` + greeting + `}}
 `))
 	}
 	k := testenv.NewKubeletDir(t, "config.yaml", cfgText("hi"))
 	flags := []string{"--registry-config", registryConfig, "--cache-dir", filepath.Join(dir, "cache"), "--chart-keyring", keyring}
 	p := testenv.StartProcessEnv(t, []string{"SSL_CERT_FILE=" + ca.File}, autox, e.runArgs(k.Path(), append(flags, "--config-debounce", "50ms")...)...)
-	for _, r := range []string{"web-pinned", "web-signed"} {
+	for _, r := range []string{"web-pinned", "web-signed", "web-keyed"} {
 		e.WaitRelease(r, "installed", deployedAt(1))
 	}
 	var steps []struct {
@@ -76,7 +87,7 @@ func TestPinnedAndVerifiedCharts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range steps {
-		if s.ChartPinned != (s.Release == "web-pinned") || s.ChartVerified != (s.Release == "web-signed") {
+		if s.ChartPinned != (s.Release == "web-pinned") || s.ChartVerified != (s.Release != "web-pinned") {
 			t.Errorf("plan: %s pinned %v verified %v", s.Release, s.ChartPinned, s.ChartVerified)
 		}
 	}
@@ -95,8 +106,9 @@ func TestPinnedAndVerifiedCharts(t *testing.T) {
 	k.Update(cfgText("changed"))
 	end := e.waitLog(p, "now names "+repushed+", but chart.digest pins "+pin)
 	end2 := e.waitLog(p, "fails verification with the keyring "+keyring)
-	e.waitPasses(p, max(end, end2), 2)
-	for _, r := range []string{"web-pinned", "web-signed"} {
+	end3 := e.waitLog(p, "fails verification with the keyring Secret "+e.NS+"/chart-keys key pubring.gpg")
+	e.waitPasses(p, max(end, end2, end3), 2)
+	for _, r := range []string{"web-pinned", "web-signed", "web-keyed"} {
 		if rel := e.Release(r); rel == nil || rel.Revision != 1 || rel.Status != "deployed" {
 			t.Errorf("%s changed after its chart was refused: %+v", r, rel)
 		}
