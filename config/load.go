@@ -212,6 +212,7 @@ var noValue = map[string]string{
 	"specs.*.releaseSpecs.*.chart.name":                    "write the chart's name in its repository",
 	"specs.*.releaseSpecs.*.chart.version":                 "write the exact chart version, quoted if it looks like a number (e.g. \"1.10\")",
 	"specs.*.releaseSpecs.*.chart.path":                    "write a chart directory or .tgz relative to the config file, or remove the key and use `repo`",
+	"specs.*.releaseSpecs.*.dependsOn[]":                   "write the id of a release spec of this spec, or remove the empty list item",
 	// A pin or an identity that a template left empty must not silently
 	// become "none": no pin, or autox's own (wider) identity.
 	"specs.*.releaseSpecs.*.chart.digest":             "write the chart's digest, sha256:<64 hex digits>, or remove the key",
@@ -235,8 +236,9 @@ var nonEmpty = map[string]string{
 // written out is reported here, because after decoding it cannot be told from
 // an omitted key, which gets the default.
 var positive = map[string]string{
-	"specs.*.maxObjects":         "omit it for the default " + strconv.Itoa(DefaultMaxObjects),
-	"specs.*.trigger.maxObjects": "omit it for the default " + strconv.Itoa(DefaultMaxObjects),
+	"specs.*.maxObjects":                "omit it for the default " + strconv.Itoa(DefaultMaxObjects),
+	"specs.*.trigger.maxObjects":        "omit it for the default " + strconv.Itoa(DefaultMaxObjects),
+	"specs.*.releaseSpecs.*.maxHistory": "omit it for the default of --max-history",
 }
 
 // location is where checkShape stands in the tree: the YAML path that a

@@ -60,6 +60,9 @@ type Spec struct {
 	// spec, then to --default-service-account, then to autox's own identity
 	// (see RunsAs).
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// Suspend freezes the spec: autox makes no Helm write for any of its
+	// releases, whatever its trigger does, and keeps reporting (policies.go).
+	Suspend bool `json:"suspend,omitempty"`
 }
 
 // Trigger names the Kubernetes objects whose labels decide a spec's releases:
@@ -109,6 +112,20 @@ type ReleaseSpec struct {
 	// namespace, that the release's Helm operations run as; it wins over
 	// the spec's (see RunsAs).
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// The release policies (policies.go): how autox runs the release's Helm
+	// operations. None of them is part of the release format: they are in
+	// neither the digest nor the injected values, so changing one writes
+	// nothing by itself.
+	Suspend      bool         `json:"suspend,omitempty"`
+	Timeout      string       `json:"timeout,omitempty"`
+	Wait         bool         `json:"wait,omitempty"`
+	WaitForJobs  bool         `json:"waitForJobs,omitempty"`
+	DisableHooks bool         `json:"disableHooks,omitempty"`
+	CRDs         string       `json:"crds,omitempty"`
+	MaxHistory   int          `json:"maxHistory,omitempty"`
+	Remediation  *Remediation `json:"remediation,omitempty"`
+	DependsOn    []string     `json:"dependsOn,omitempty"`
 }
 
 // Chart says where a chart comes from: a local Path, or Repo+Name+Version;

@@ -61,6 +61,7 @@ func applyDefaults(cfg *Config) {
 			}
 			defaultValuesFrom(rs)
 			defaultKeyring(rs)
+			defaultPolicies(rs)
 		}
 	}
 }
@@ -198,6 +199,7 @@ func validate(cfg *Config) []Problem {
 		if selector {
 			validateSelectorNames(c, sp, name, spec, cfg)
 		}
+		validateDependsOn(c, sp, spec)
 	}
 	sort.SliceStable(c.problems, func(i, j int) bool { return c.problems[i].Path < c.problems[j].Path })
 	return c.problems
@@ -391,6 +393,7 @@ func validateReleaseSpec(c *checker, p string, rs *ReleaseSpec, cfg *Config, sel
 	}
 	validateValuesFrom(c, p+".valuesFrom", rs.ValuesFrom)
 	validateTrust(c, p, rs)
+	validatePolicies(c, p, rs)
 
 	ch := rs.Chart
 	cp := p + ".chart"

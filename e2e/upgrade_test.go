@@ -146,7 +146,13 @@ func upgradeAndDowngrade(t *testing.T, old, oldVersion string) {
 	quiet := e.quietPasses(p, fmt.Sprintf("today's build (upgraded from %s, same config)", oldVersion), true)
 	sameRecords(t, converged, helmRecords(t, namespaces...), "today's build (upgraded from "+oldVersion+", same config)")
 
-	// A config change is applied once: one new revision of one release.
+	// Today's build: the release policies added to every kind of release
+	// spec (and suspend to specs) are a config change, and no Helm write.
+	quiet = e.policiesOnly(p, fleetPolicies(t, ns2, fleetConfig(ns2, "blue")), quiet)
+	sameRecords(t, converged, helmRecords(t, namespaces...), "today's build (the release policies added to the config)")
+
+	// A config change is applied once: one new revision of one release
+	// (the policies going with it are none).
 	e.WriteConfig(fleetConfig(ns2, "green"))
 	e.WaitRelease("web-hello", "upgraded by the config change", func(r *format.Release) bool {
 		return deployedAt(2)(r) && r.Values["colour"] == "green"
@@ -176,6 +182,60 @@ func upgradeAndDowngrade(t *testing.T, old, oldVersion string) {
 		t.Fatalf("the old build %s: SIGTERM: exit code %d, want 0", oldVersion, code)
 	}
 	sameRecords(t, changed, helmRecords(t, namespaces...), "the old build "+oldVersion+" (downgraded to from today's build, same config)")
+}
+
+// fleetPolicies adds release policies to fleetConfig: each release spec
+// sets some (web/hello a timeout, maxHistory and no retries; web/job comes
+// after web/hello, skips CRDs and hooks; api/hello waits for its objects
+// and Jobs with one rollback retry; worker/canary is suspended), and so
+// does spec idle. None of them is part of the release format.
+func fleetPolicies(t *testing.T, ns2, config string) string {
+	t.Helper()
+	for _, r := range [][2]string{
+		{"      hello:\n        chart: {path: {{.Charts}}/hello}\n        values:\n          greeting: hi",
+			"      hello:\n        chart: {path: {{.Charts}}/hello}\n        timeout: 4m\n        maxHistory: 2\n        remediation: {retries: 0}\n        values:\n          greeting: hi"},
+		{"        values: {message: run the experiment}",
+			"        values: {message: run the experiment}\n        dependsOn: [hello]\n        crds: Skip\n        disableHooks: true"},
+		{"        namespace: " + ns2 + "\n",
+			"        namespace: " + ns2 + "\n        wait: true\n        waitForJobs: true\n        timeout: 3m\n        remediation: {retries: 1, onFailure: rollback}\n"},
+		{"        releaseName: worker-canary-exp", "        releaseName: worker-canary-exp\n        suspend: true"},
+		{"name: idle, namespace: " + ns2 + "}", "name: idle, namespace: " + ns2 + "}\n    suspend: true"},
+	} {
+		if strings.Count(config, r[0]) != 1 {
+			t.Fatalf("fleetPolicies: %q is not once in fleetConfig", r[0])
+		}
+		config = strings.Replace(config, r[0], r[1], 1)
+	}
+	return config
+}
+
+// policiesOnly writes config, which differs from the one p runs on in
+// release policies only, and fails the test unless p reloads it, makes no
+// Helm write and then finds every spec in sync from the release records at
+// each of 3 passes, and `plan` finds nothing to do. since is where p's
+// output was checked up to; it returns where the passes end.
+func (e *env) policiesOnly(p *testenv.Process, config string, since int) int {
+	e.t.Helper()
+	cfg := e.WriteConfig(config)
+	var reloaded int
+	testenv.Eventually(e.t, patience, "the config with policies reloaded", func() (bool, error) {
+		i := strings.Index(p.Output()[since:], `"message":"config changes"`)
+		reloaded = since + i
+		return i >= 0, nil
+	})
+	e.waitPasses(p, reloaded, 3)
+	out := p.Output()
+	if w := writeLines(out[since:]); len(w) != 0 {
+		e.t.Fatalf("a change of release policies only made %d Helm writes (%s); policies are not part of the release format "+
+			"(DESIGN §5): they change how the next operation runs, never cause one", len(w), strings.Join(w, "\n"))
+	}
+	for i, line := range passLines(out[reloaded:]) {
+		if !strings.Contains(line, `"queued":0`) {
+			e.t.Errorf("pass %d after the policy change did not find every spec in sync from the release records (%s)", i+1, line)
+		}
+	}
+	e.planUnchanged(autox, cfg, "today's build (release policies added)")
+	return len(out)
 }
 
 // quietPasses waits for 3 passes of p after it started to lead and fails

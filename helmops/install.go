@@ -9,6 +9,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 
+	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/redact"
 )
@@ -32,6 +33,8 @@ type Desired struct {
 	// nil hides nothing. The caller makes it from these Values and the
 	// running release's, since an error may quote either.
 	Redact *redact.Redactor
+	// Policy is how the operation runs (timeout, wait, hooks, CRDs, history).
+	Policy Policy
 }
 
 // newInstall returns Helm's install action for d, shared by Install and the
@@ -40,13 +43,13 @@ type Desired struct {
 func (m *Manager) newInstall(ctx context.Context, d Desired, complete bool) (*action.Install, *action.Configuration, error) {
 	cfg, err := m.actionConfigFor(ctx, d.Namespace, d.Redact, complete)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("cannot install release %s/%s: %w", d.Namespace, d.Name, err)
 	}
 	in := action.NewInstall(cfg)
 	in.ReleaseName = d.Name
 	in.Namespace = d.Namespace
 	in.Labels = m.releaseLabels(d, 1)
-	in.Timeout = m.opts.Timeout
+	m.installWith(in, d.Policy)
 	in.DisableOpenAPIValidation = skipClientValidation
 	return in, cfg, nil
 }
@@ -77,12 +80,20 @@ func (m *Manager) install(ctx context.Context, d Desired, complete bool) (int, e
 	cfg.Releases.Driver = &seenFree{Driver: cfg.Releases.Driver, name: d.Name}
 	var rel *release.Release
 	err = m.untilDone(ctx, func() (err error) {
+		if d.Policy.CRDs == config.CRDsCreateReplace {
+			if err := m.applyCRDs(cfg, d.Chart, true); err != nil {
+				return err
+			}
+		}
 		rel, err = in.Run(d.Chart, d.Values)
 		return err
 	})
 	if err != nil {
 		m.forgetCapabilities()
 		return 0, fmt.Errorf("cannot install release %s/%s: %w", d.Namespace, d.Name, d.Redact.Error(err))
+	}
+	if len(d.Chart.CRDObjects()) > 0 && !in.SkipCRDs {
+		m.forgetAPIs() // Helm created them: the next chart may use them
 	}
 	return rel.Version, nil
 }

@@ -17,20 +17,24 @@ import (
 // rollback takes no context and may wait on hooks: Rollback returns when ctx
 // ends and the rollback goes on in the background, as for Uninstall.
 func (m *Manager) Rollback(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor) error {
+	return m.RollbackWith(ctx, namespace, name, toRevision, hide, Policy{})
+}
+
+// RollbackWith is Rollback run as p says (timeout, wait, hooks, history).
+func (m *Manager) RollbackWith(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor, p Policy) error {
 	if err := notStarted(ctx, "rollback", namespace, name); err != nil {
 		return err
 	}
 	cfg, err := m.actionConfig(ctx, namespace, hide)
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot roll back release %s/%s: %w", namespace, name, err)
 	}
 	if err := m.preflightRollback(ctx, cfg, namespace, name, toRevision, hide); err != nil {
 		return err
 	}
 	rb := action.NewRollback(cfg)
 	rb.Version = toRevision
-	rb.MaxHistory = m.opts.MaxHistory
-	rb.Timeout = m.opts.Timeout
+	m.rollbackWith(rb, p)
 	err = m.untilDone(ctx, func() error { return rb.Run(name) })
 	if errors.Is(err, errLeftRunning) {
 		return fmt.Errorf("rollback of release %s/%s to revision %d: %w", namespace, name, toRevision, err)

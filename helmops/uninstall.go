@@ -25,7 +25,13 @@ import (
 // ctx has already ended. The write fence of autox's leadership term (DESIGN
 // §5) refuses the background writes once the term has ended.
 func (m *Manager) Uninstall(ctx context.Context, namespace, name string, hide *redact.Redactor) error {
-	return m.uninstall(ctx, namespace, name, hide, false)
+	return m.uninstall(ctx, namespace, name, hide, false, Policy{})
+}
+
+// UninstallWith is Uninstall run as p says: its timeout, and its hooks
+// skipped with DisableHooks.
+func (m *Manager) UninstallWith(ctx context.Context, namespace, name string, hide *redact.Redactor, p Policy) error {
+	return m.uninstall(ctx, namespace, name, hide, false, p)
 }
 
 // uninstall is Uninstall; with wait it also waits, bounded by the Helm
@@ -34,19 +40,19 @@ func (m *Manager) Uninstall(ctx context.Context, namespace, name string, hide *r
 // finalizer holds them), their dependents after them, which is all a new
 // install of the same objects needs. Foreground deletion would wait on the
 // garbage collector for every dependent, and where none runs, for ever.
-func (m *Manager) uninstall(ctx context.Context, namespace, name string, hide *redact.Redactor, wait bool) error {
+func (m *Manager) uninstall(ctx context.Context, namespace, name string, hide *redact.Redactor, wait bool, p Policy) error {
 	if err := notStarted(ctx, "uninstall", namespace, name); err != nil {
 		return err
 	}
 	cfg, err := m.actionConfig(ctx, namespace, hide)
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot uninstall release %s/%s: %w", namespace, name, err)
 	}
 	if err := m.preflightUninstall(ctx, cfg, namespace, name, hide); err != nil {
 		return err
 	}
 	un := action.NewUninstall(cfg)
-	un.Timeout = m.opts.Timeout
+	un.Timeout, un.DisableHooks = m.timeout(p), p.DisableHooks
 	if wait {
 		un.Wait = true
 		un.DeletionPropagation = string(metav1.DeletePropagationBackground)

@@ -22,17 +22,21 @@ func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
 	}
 	cfg, err := m.actionConfigFor(ctx, d.Namespace, d.Redact, true)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("cannot upgrade release %s/%s: %w", d.Namespace, d.Name, err)
 	}
 	up := action.NewUpgrade(cfg)
 	up.Namespace = d.Namespace
 	up.Labels = m.releaseLabels(d, d.Revision)
 	up.ResetValues = true
-	up.MaxHistory = m.opts.MaxHistory
-	up.Timeout = m.opts.Timeout
+	m.upgradeWith(up, d.Policy)
 	up.DisableOpenAPIValidation = skipClientValidation
 	var rel *release.Release
 	err = m.untilDone(ctx, func() (err error) {
+		if apply, replace := crdsOnUpgrade(d.Policy); apply {
+			if err := m.applyCRDs(cfg, d.Chart, replace); err != nil {
+				return err
+			}
+		}
 		rel, err = up.Run(d.Name, d.Chart, d.Values)
 		return err
 	})

@@ -16,6 +16,7 @@ func (c *Controller) ApplyConfig(ctx context.Context, cfg *config.Config) config
 	// Recorded before any reconcile of the new config can install there.
 	c.syncManaged(ctx)
 	c.index.Store(buildIndex(cfg))
+	c.opts.Metrics.setSuspended(cfg)
 	changes := config.Diff(old, cfg)
 	c.informers.sync(ctx, cfg)
 	c.sources.sync(ctx, cfg)

@@ -114,6 +114,7 @@ func NewController(opts Options) *Controller {
 	c.informers = newInformerSet(opts.Metadata, triggerInformerKeys, c.onTriggerEvent, opts.Log)
 	c.sources = newInformerSet(opts.Metadata, sourceInformerKeys, c.onSourceEvent, opts.Log)
 	c.index.Store(buildIndex(c.Config()))
+	opts.Metrics.setSuspended(c.Config())
 	return c
 }
 
@@ -227,10 +228,11 @@ func (c *Controller) Stuck(now time.Time) error {
 	c.inFlight.Range(func(k, v any) bool {
 		name, started := k.(string), v.(time.Time)
 		n := 1
-		if s := cfg.Specs[specOf(name)]; s != nil {
+		s := cfg.Specs[specOf(name)]
+		if s != nil {
 			n += len(s.ReleaseSpecs)
 		}
-		limit := time.Duration(2*n)*c.rec.Observer().StaleAfter() + time.Minute
+		limit := time.Duration(2*n)*staleAfter(s, c.rec.Observer().StaleAfter()) + time.Minute
 		if d := now.Sub(started); d > limit {
 			what := "spec " + name
 			if spec, obj := parseKey(name); !obj.IsZero() {

@@ -16,6 +16,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/releasetest"
 	"github.com/autox-dev/autox/internal/testenv"
+	"github.com/autox-dev/autox/triggers/attempts"
 	"github.com/autox-dev/autox/triggers/observe"
 	"github.com/autox-dev/autox/triggers/plan"
 )
@@ -56,6 +58,8 @@ type harness struct {
 	reads   *liveReads
 	// sources, if set, reads values sources (else a SourceReader).
 	sources observe.ValuesSources
+	// spy, if set, wraps the controller's Helm to watch its operations.
+	spy func(Helm) Helm
 	// managed, if set, makes the record of managed namespaces the
 	// Reconciler keeps (else none).
 	managed func(*ConfigState) *ManagedSet
@@ -90,6 +94,10 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		h.t.Fatal(err)
+	}
 	inv, err := helm.NewInventory()
 	if err != nil {
 		h.t.Fatal(err)
@@ -106,12 +114,17 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	if h.sources != nil {
 		sources = h.sources
 	}
+	var writes Helm = helm
+	if h.spy != nil {
+		writes = h.spy(helm)
+	}
 	var managed *ManagedSet
 	if h.managed != nil {
 		managed = h.managed(state)
 	}
-	rec := NewReconciler(ReconcilerOptions{Helm: helm, Charts: helmops.LocalCharts{}, Triggers: reads, Sources: sources, Inventory: inv,
-		State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(), Log: log, Metrics: m, Managed: managed})
+	rec := NewReconciler(ReconcilerOptions{Helm: writes, Charts: helmops.LocalCharts{}, Triggers: reads, Sources: sources, Inventory: inv,
+		Attempts: attempts.Store{Client: cs, Instance: helm.Instance()}, State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(),
+		Log: log, Metrics: m, Managed: managed})
 	ctrl = NewController(Options{Reconciler: rec, Inventory: inv, Metadata: meta, Workers: 2, Resync: resync,
 		ShutdownTimeout: h.shutdown(), RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Backoff: h.backoff, Metrics: m, Log: log})
 	h.ctrl, h.metrics, h.reads = ctrl, m, reads

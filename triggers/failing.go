@@ -27,6 +27,9 @@ type outcome struct {
 	// stale: its release was left pending by a dead process and the
 	// recovery (rollback, or uninstall and install) failed.
 	stale bool
+	// exhausted: its remediation retries are used up for what it would
+	// install; autox makes no further attempt (policies.go).
+	exhausted bool
 }
 
 // outcomes decides, from one reconcile's plan failures, steps and their
@@ -48,7 +51,16 @@ func outcomes(o plan.Observation, failed []plan.Failure, steps []plan.Step, errs
 		}
 	}
 	for i, s := range steps {
-		if i >= len(errs) || errs[i] == nil {
+		var err error
+		if i < len(errs) {
+			err = errs[i]
+		}
+		if exhausted(s, err) {
+			oc := out[s.ReleaseSpec]
+			oc.failing, oc.exhausted = true, true
+			out[s.ReleaseSpec] = oc
+		}
+		if err == nil {
 			continue
 		}
 		oc := out[s.ReleaseSpec]
@@ -62,7 +74,7 @@ func outcomes(o plan.Observation, failed []plan.Failure, steps []plan.Step, errs
 // releaseSpecGauges keeps the last outcome of each (spec, release spec,
 // object) that was not fine, and the gauges counting them.
 type releaseSpecGauges struct {
-	failing, source, stale *prometheus.GaugeVec
+	failing, source, stale, exhausted *prometheus.GaugeVec
 
 	mu sync.Mutex
 	// last[spec][releaseSpec][object]; object "" for a named spec.
@@ -83,6 +95,10 @@ func newReleaseSpecGauges() *releaseSpecGauges {
 		stale: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "autox_stale_release_unrecovered",
 			Help: "Releases of a release spec left pending (or uninstalling) past --helm-timeout + 30s whose recovery (rollback, or uninstall and install) failed at their last reconcile.",
+		}, labels),
+		exhausted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "autox_release_spec_retries_exhausted",
+			Help: "Releases of a release spec whose remediation retries are used up for what it would install, at their last reconcile: autox makes no further attempt until the config, the chart or the trigger changes.",
 		}, labels),
 		last: map[string]map[string]map[string]outcome{},
 	}
@@ -115,13 +131,15 @@ func (g *releaseSpecGauges) record(spec string, obj format.Object, ids []string,
 		} else {
 			delete(byObject, object)
 		}
-		var failing, source, stale int
+		var failing, source, stale, exhausted int
 		for _, oc := range byObject {
 			failing, source, stale = failing+b2i(oc.failing), source+b2i(oc.source), stale+b2i(oc.stale)
+			exhausted += b2i(oc.exhausted)
 		}
 		g.failing.WithLabelValues(spec, id).Set(float64(failing))
 		g.source.WithLabelValues(spec, id).Set(float64(source))
 		g.stale.WithLabelValues(spec, id).Set(float64(stale))
+		g.exhausted.WithLabelValues(spec, id).Set(float64(exhausted))
 	}
 	for id := range bySpec {
 		if !want[id] {
@@ -139,7 +157,7 @@ func (g *releaseSpecGauges) record(spec string, obj format.Object, ids []string,
 }
 
 func (g *releaseSpecGauges) vecs() []*prometheus.GaugeVec {
-	return []*prometheus.GaugeVec{g.failing, g.source, g.stale}
+	return []*prometheus.GaugeVec{g.failing, g.source, g.stale, g.exhausted}
 }
 
 // reset drops every spec.

@@ -271,7 +271,10 @@ func (m *ManagedSet) Admit(ctx context.Context, p plan.Plan) plan.Plan {
 		return p
 	}
 	syncErr := m.Sync(ctx)
-	key := func(s plan.Step, releaseSpec string) string { return s.Spec + "\x00" + s.Object + "\x00" + releaseSpec }
+	// A removal and its replacement are steps of one plan (one spec, one
+	// object), and their Object fields differ in form (a label's, a whole
+	// name): the spec and the release spec id identify the pair.
+	key := func(s plan.Step, releaseSpec string) string { return s.Spec + "\x00" + releaseSpec }
 	held := map[string]bool{}
 	out := p
 	out.Steps, out.Failed = nil, slices.Clone(p.Failed)

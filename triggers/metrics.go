@@ -35,6 +35,7 @@ type Metrics struct {
 	helmDuration      *prometheus.HistogramVec
 	passDuration      prometheus.Histogram
 	releaseSpecs      *releaseSpecGauges
+	suspended         *prometheus.GaugeVec
 }
 
 // NewMetrics creates the control loop's metrics and registers them on reg.
@@ -71,8 +72,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 12),
 		}),
 		releaseSpecs: newReleaseSpecGauges(),
+		suspended:    newSuspendedGauge(),
 	}
-	cs := []prometheus.Collector{m.reconciles, m.reconcileDuration, m.helmOperations, m.releases, m.lastPass, m.depth, m.objects, m.helmDuration, m.passDuration}
+	cs := []prometheus.Collector{m.reconciles, m.reconcileDuration, m.helmOperations, m.releases, m.lastPass, m.depth, m.objects, m.helmDuration, m.passDuration, m.suspended}
 	for _, v := range m.releaseSpecs.vecs() {
 		cs = append(cs, v)
 	}

@@ -36,6 +36,10 @@ type ReconcilerOptions struct {
 	// Sources reads the Secrets and ConfigMaps of valuesFrom entries; nil
 	// fails every release spec that has some.
 	Sources observe.ValuesSources
+	// Attempts reads and writes the failed attempts of release specs with
+	// remediation retries (attempts.Store, with the term's fenced client);
+	// nil fails every such release spec.
+	Attempts Attempts
 	// State holds the config in force (it changes on reload) and the
 	// namespaces garbage collection looks in.
 	State *ConfigState
@@ -54,6 +58,12 @@ type ReconcilerOptions struct {
 	// Managed, if set, records the namespaces this instance manages in the
 	// cluster (DESIGN §4); installs wait until their namespace is recorded.
 	Managed *ManagedSet
+}
+
+// Attempts reads and writes the records of failed attempts (attempts.Store).
+type Attempts interface {
+	observe.AttemptRecords
+	apply.AttemptRecords
 }
 
 // Reconciler runs one queue key through observe → plan → apply: the
@@ -79,9 +89,9 @@ func NewReconciler(opts ReconcilerOptions) *Reconciler {
 	}
 	r.observer = observe.New(observe.Options{Releases: opts.Helm, Records: opts.Inventory, Triggers: opts.Triggers,
 		Sources: opts.Sources, Charts: opts.Charts, GCNamespaces: opts.State.GCNamespaces, StaleAfter: opts.StaleAfter,
-		Now: opts.Now, Log: opts.Log, DefaultServiceAccount: opts.DefaultServiceAccount})
+		Attempts: opts.Attempts, Now: opts.Now, Log: opts.Log, DefaultServiceAccount: opts.DefaultServiceAccount})
 	r.applier = apply.New(apply.Options{Helm: opts.Helm, Charts: r.observer.LoadChart,
-		ConfigDir: func() string { return opts.State.Config().Dir }, Events: opts.Events, Operations: ops, Log: opts.Log,
+		ConfigDir: func() string { return opts.State.Config().Dir }, Attempts: opts.Attempts, Events: opts.Events, Operations: ops, Log: opts.Log,
 		Impersonate: func(ctx context.Context, sa helmops.ServiceAccount) (apply.Helm, error) { return opts.Helm.As(ctx, sa) }})
 	return r
 }

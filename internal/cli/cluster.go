@@ -27,6 +27,7 @@ import (
 	"github.com/autox-dev/autox/internal/apistatus"
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/triggers"
+	"github.com/autox-dev/autox/triggers/attempts"
 	"github.com/autox-dev/autox/triggers/observe"
 )
 
@@ -141,8 +142,9 @@ func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts helmops.Cha
 	m *triggers.Metrics, events record.EventRecorder, managed *triggers.ManagedSet, log zerolog.Logger) *triggers.Reconciler {
 	return triggers.NewReconciler(triggers.ReconcilerOptions{
 		Helm: d.helm, Charts: charts, Triggers: observe.TriggerReader{Client: d.meta, Mapper: d.mapper}, Inventory: d.inv,
-		Sources: d.sources(),
-		State:   state, StaleAfter: helmTimeout + 30*time.Second, Log: log, Metrics: m, Events: events, Managed: managed,
+		Sources:  d.sources(),
+		Attempts: attempts.Store{Client: d.client, Instance: d.helm.Instance()},
+		State:    state, StaleAfter: helmTimeout + 30*time.Second, Log: log, Metrics: m, Events: events, Managed: managed,
 		DefaultServiceAccount: d.defaultServiceAccount,
 	})
 }

@@ -29,6 +29,9 @@ type listedRelease struct {
 	Status       string    `json:"status"`
 	Updated      time.Time `json:"updated"`
 	Orphan       bool      `json:"orphan"`
+	// Suspended says what suspends the release in the config: "spec",
+	// "releaseSpec", or "" (not suspended).
+	Suspended string `json:"suspended,omitempty"`
 	// ServiceAccount is what the release's Helm operations run as, from
 	// the config (config.RunsAs), "" for autox's own identity; ChartPinned
 	// and ChartVerified say how far its release spec trusts its chart.
@@ -118,7 +121,7 @@ func listRows(cfg *config.Config, instance string, rels []*format.Release, onlyO
 		rows = append(rows, listedRelease{
 			Namespace: r.Namespace, Release: r.Name, Spec: r.Spec, ReleaseSpec: r.ReleaseSpec, Object: r.TriggerObject().String(),
 			Chart: r.ChartName, ChartVersion: r.ChartVersion, Revision: r.Revision, Status: string(r.Status),
-			Updated: r.Updated.UTC(), Orphan: orphan,
+			Updated: r.Updated.UTC(), Orphan: orphan, Suspended: cfg.Specs[r.Spec].Suspended(r.ReleaseSpec),
 		})
 		// The identity plan would remove or change it as, and the chart
 		// trust of the release spec that wants it: its adopter's, when a

@@ -63,10 +63,11 @@ func printRows(w io.Writer, output string, rows []listedRelease) error {
 	if output == "json" {
 		return writeJSON(w, rows)
 	}
-	tw := newTable(w, "NAMESPACE\tRELEASE\tSPEC\tRELEASE SPEC\tOBJECT\tCHART\tVERSION\tREVISION\tSTATUS\tUPDATED\tORPHAN\tRUNS AS\tCHART TRUST")
+	tw := newTable(w, "NAMESPACE\tRELEASE\tSPEC\tRELEASE SPEC\tOBJECT\tCHART\tVERSION\tREVISION\tSTATUS\tUPDATED\tORPHAN\tRUNS AS\tCHART TRUST\tSUSPENDED")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%v\t%s\t%s\n", r.Namespace, r.Release, r.Spec, r.ReleaseSpec, orDash(r.Object),
-			r.Chart, r.ChartVersion, r.Revision, r.Status, r.Updated.Format(time.RFC3339), r.Orphan, runsAs(r.ServiceAccount), chartTrust(r.ChartPinned, r.ChartVerified))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%v\t%s\t%s\t%s\n", r.Namespace, r.Release, r.Spec, r.ReleaseSpec, orDash(r.Object),
+			r.Chart, r.ChartVersion, r.Revision, r.Status, r.Updated.Format(time.RFC3339), r.Orphan,
+			runsAs(r.ServiceAccount), chartTrust(r.ChartPinned, r.ChartVerified), orDash(r.Suspended))
 	}
 	return tw.Flush()
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 	"time"
 
@@ -91,9 +92,85 @@ func TestFormatV1(t *testing.T) {
 	}
 }
 
+// TestFormatV1IgnoresPolicies: the release policies are not part of the
+// release format. The golden config with every policy set on every spec
+// and release spec (suspend, timeout, wait, waitForJobs, disableHooks,
+// crds, maxHistory, remediation, dependsOn) gives, for every case, the
+// release of the unchanged golden file: the same name, labels, digest and
+// injected values, so a policy change makes no Helm write by itself, and
+// an autox that knows the policies writes nothing on releases an earlier
+// one made.
+func TestFormatV1IgnoresPolicies(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "format", format.Version)
+	var doc map[string]interface{}
+	readYAML(t, filepath.Join(dir, "config.yaml"), &doc)
+	specs, _ := doc["specs"].(map[string]interface{})
+	set := 0
+	for _, s := range specs {
+		spec := s.(map[string]interface{})
+		spec["suspend"] = true
+		rss := spec["releaseSpecs"].(map[string]interface{})
+		ids := make([]string, 0, len(rss))
+		for id := range rss {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for i, id := range ids {
+			rs := rss[id].(map[string]interface{})
+			rs["suspend"], rs["timeout"], rs["wait"], rs["waitForJobs"], rs["disableHooks"] = true, "7m", true, true, true
+			rs["crds"], rs["maxHistory"] = "CreateReplace", 3
+			rs["remediation"] = map[string]interface{}{"retries": 2, "onFailure": "rollback"}
+			if i > 0 {
+				rs["dependsOn"] = []string{ids[0]}
+			}
+			set++
+		}
+	}
+	if set == 0 {
+		t.Fatal("no release spec in the golden config")
+	}
+	data, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatalf("the golden config with every policy: %v", err)
+	}
+	var cases []goldenCase
+	readYAML(t, filepath.Join(dir, "cases.yaml"), &cases)
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			got, err := json.MarshalIndent(releaseOf(t, cfg, tc, true), "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := os.ReadFile(filepath.Join(dir, tc.Name+".json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got = append(got, '\n'); !bytes.Equal(got, want) {
+				t.Errorf("case %q: the release policies changed what autox writes on releases; they must stay out of the "+
+					"digest, the labels and the injected values (docs/design.md §5).\n got: %s\nwant: %s", tc.Name, got, want)
+			}
+		})
+	}
+}
+
 // release is what the plan decides to install for one case, with the
 // labels helmops writes for it.
 func release(t *testing.T, cfg *config.Config, tc goldenCase) goldenRelease {
+	return releaseOf(t, cfg, tc, false)
+}
+
+// releaseOf is release; with held, the install may be held by the
+// policies (suspended, waiting for a release spec the case leaves out),
+// and the release is the one the held install would make.
+func releaseOf(t *testing.T, cfg *config.Config, tc goldenCase, held bool) goldenRelease {
 	t.Helper()
 	spec := cfg.Specs[tc.Spec]
 	if spec == nil {
@@ -132,7 +209,8 @@ func release(t *testing.T, cfg *config.Config, tc goldenCase) goldenRelease {
 	if len(res.Failed) > 0 {
 		t.Fatalf("not decided: %v", res.Failed[0].Err)
 	}
-	if len(res.Steps) != 1 || res.Steps[0].Action != plan.ActionInstall || res.Steps[0].Desired == nil {
+	if len(res.Steps) != 1 || res.Steps[0].Desired == nil ||
+		(res.Steps[0].Action != plan.ActionInstall && !(held && res.Steps[0].Pending == plan.ActionInstall)) {
 		t.Fatalf("want one install, got %+v", res.Steps)
 	}
 	s := res.Steps[0]

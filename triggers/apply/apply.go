@@ -32,8 +32,8 @@ type Helm interface {
 	Install(ctx context.Context, d helmops.Desired) (int, error)
 	Upgrade(ctx context.Context, d helmops.Desired) (int, error)
 	Reinstall(ctx context.Context, d helmops.Desired) (int, error)
-	Uninstall(ctx context.Context, namespace, name string, hide *redact.Redactor) error
-	Rollback(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor) error
+	UninstallWith(ctx context.Context, namespace, name string, hide *redact.Redactor, p helmops.Policy) error
+	RollbackWith(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor, p helmops.Policy) error
 	Adopt(ctx context.Context, a helmops.Adoption) error
 	DryRunReplacement(ctx context.Context, d helmops.Desired, old helmops.Ref) error
 }
@@ -53,6 +53,10 @@ type Options struct {
 	Charts Charts
 	// ConfigDir is the directory chart paths are relative to (the config in force).
 	ConfigDir func() string
+	// Attempts records the failed attempts of release specs with
+	// remediation retries; nil records nothing (their failures then fail
+	// the step).
+	Attempts AttemptRecords
 	// Events and Operations are optional.
 	Events     record.EventRecorder
 	Operations Operations
@@ -110,6 +114,7 @@ func (a *Applier) Report(o *observe.Observed, p plan.Plan) error {
 	case plan.TriggerOverLimit:
 		a.event(o.Ref, corev1.EventTypeWarning, "TriggerOverLimit", "spec %s: %s", o.Spec, p.TriggerReason)
 	}
+	a.reportSuspended(o, p)
 	return errors.Join(errs...)
 }
 
@@ -133,6 +138,9 @@ func (a *Applier) Apply(ctx context.Context, o *observe.Observed, steps []plan.S
 type Removed struct {
 	Tried   map[string]bool
 	Blocked map[string]error
+	// Failed are the release specs whose removal failed: a step ordered
+	// after one of them (dependsOn) does not run.
+	Failed map[string]bool
 }
 
 // RemoveFirst applies the leading removals of steps (plan.LeadingRemovals)
@@ -141,7 +149,7 @@ type Removed struct {
 func (a *Applier) RemoveFirst(ctx context.Context, o *observe.Observed, steps []plan.Step) ([]error, Removed) {
 	n := plan.LeadingRemovals(steps)
 	errs := make([]error, n)
-	done := Removed{Tried: map[string]bool{}, Blocked: map[string]error{}}
+	done := Removed{Tried: map[string]bool{}, Blocked: map[string]error{}, Failed: map[string]bool{}}
 	var mu sync.Mutex
 	a.each(ctx, steps[:n], errs, func(s plan.Step) error {
 		mu.Lock()
@@ -155,7 +163,13 @@ func (a *Applier) RemoveFirst(ctx context.Context, o *observe.Observed, steps []
 				return err
 			}
 		}
-		return a.step(ctx, o, s)
+		err := a.step(ctx, o, s)
+		if err != nil {
+			mu.Lock()
+			done.Failed[s.ReleaseSpec] = true
+			mu.Unlock()
+		}
+		return err
 	})
 	return errs, done
 }
@@ -164,7 +178,8 @@ func (a *Applier) RemoveFirst(ctx context.Context, o *observe.Observed, steps []
 // applied the removals of prior (the same plan, or one decided again from
 // what the cluster is after them): removals already tried are not tried
 // again, and the steps of release specs whose replacement failed its dry
-// run fail with that error; the rest is applied as Apply does.
+// run fail with that error; the rest is applied as Apply does, each step
+// after those it is ordered after (dependsOn, see ordered).
 func (a *Applier) ApplyAfter(ctx context.Context, o *observe.Observed, steps []plan.Step, prior Removed) []error {
 	n := plan.LeadingRemovals(steps)
 	kept := make([]plan.Step, 0, len(steps))
@@ -177,9 +192,10 @@ func (a *Applier) ApplyAfter(ctx context.Context, o *observe.Observed, steps []p
 	}
 	removalErrs, removed := a.RemoveFirst(ctx, o, kept)
 	maps.Copy(removed.Blocked, prior.Blocked)
+	maps.Copy(removed.Failed, prior.Failed)
 	m := len(removalErrs)
 	rest := make([]error, len(kept)-m)
-	a.each(ctx, kept[m:], rest, func(s plan.Step) error {
+	a.ordered(ctx, kept[m:], rest, removed.Failed, func(s plan.Step) error {
 		if err := removed.Blocked[s.ReleaseSpec]; err != nil && s.Changes() {
 			return fmt.Errorf("release %s/%s not changed: %w", s.Namespace, s.Release, err)
 		}
@@ -230,7 +246,11 @@ func (a *Applier) proveReplacement(ctx context.Context, o *observe.Observed, s p
 		}
 	}
 	if next == nil {
-		return nil // nothing to prove: the plan installs nothing for it
+		// The plan tied the removal to an install that is not among the
+		// steps (held back): nothing proves the replacement, so the old
+		// release stays.
+		return fmt.Errorf("release %s/%s is kept: the install of its replacement (release spec %s) is not in this reconcile",
+			s.Namespace, s.Release, s.ReplacedBy)
 	}
 	d, err := a.desired(ctx, o, *next)
 	var h Helm
@@ -269,10 +289,17 @@ func (a *Applier) step(ctx context.Context, o *observe.Observed, s plan.Step) er
 	switch s.Action {
 	case plan.ActionNone:
 		log.Debug().Int("revision", s.Revision).Msg("nothing to do for release")
-		return nil
+		return a.remember(ctx, s, nil)
 	case plan.ActionWait:
-		log.Info().Int("revision", s.Revision).Msg("waiting: release is locked by another operation")
+		log.Info().Int("revision", s.Revision).Msg("waiting: " + s.Reason)
 		return nil
+	case plan.ActionSuspended, plan.ActionExhausted:
+		ev := log.Info()
+		if !(plan.Step{Action: s.Pending}).Changes() {
+			ev = log.Debug()
+		}
+		ev.Int("revision", s.Revision).Str("pending", string(s.Pending)).Msg("held, no Helm write: " + s.Reason)
+		return nil // a suspended release spec gets no write at all, its records included
 	case plan.ActionConflict:
 		if o.State == plan.TriggerConflict {
 			log.Warn().Msg("trigger object claimed by more than one spec; leaving its releases alone")
@@ -302,7 +329,7 @@ func (a *Applier) step(ctx context.Context, o *observe.Observed, s plan.Step) er
 	} else {
 		a.event(o.Ref, corev1.EventTypeNormal, eventReasons[s.Action], "%s release %s/%s (revision %d)%s: %s", pastTense[s.Action], s.Namespace, s.Release, rev, asAccount(s), s.Reason)
 	}
-	return err
+	return a.attempted(ctx, o, s, err)
 }
 
 // write runs the step's Helm operation as the step's identity and returns
@@ -314,9 +341,9 @@ func (a *Applier) write(ctx context.Context, o *observe.Observed, s plan.Step) (
 	}
 	switch s.Action {
 	case plan.ActionUninstall:
-		return s.Revision, h.Uninstall(ctx, s.Namespace, s.Release, s.Hide)
+		return s.Revision, h.UninstallWith(ctx, s.Namespace, s.Release, s.Hide, policyOf(o, s))
 	case plan.ActionRollback:
-		return s.Revision + 1, h.Rollback(ctx, s.Namespace, s.Release, s.RollbackTo, s.Hide)
+		return s.Revision + 1, h.RollbackWith(ctx, s.Namespace, s.Release, s.RollbackTo, s.Hide, policyOf(o, s))
 	case plan.ActionAdopt:
 		// Relabelling writes the release's records: as its account too.
 		if s.AdoptFrom == nil {
@@ -357,16 +384,16 @@ func (a *Applier) desired(ctx context.Context, o *observe.Observed, s plan.Step)
 		var id plan.ChartID
 		var err error
 		if ch, id, err = a.opts.Charts(ctx, ref, a.opts.ConfigDir()); err != nil {
-			return helmops.Desired{}, err
+			return helmops.Desired{}, fmt.Errorf("%w: %w", errNoAttempt, err)
 		}
 		// Otherwise every pass would see a difference and upgrade again.
 		if id.Name != ref.Name || id.Version != ref.Version {
-			return helmops.Desired{}, fmt.Errorf("chart %s %s from %s is named %s %s in its Chart.yaml; fix the repository or the config",
-				ref.Name, ref.Version, ref.Repo, id.Name, id.Version)
+			return helmops.Desired{}, fmt.Errorf("%w: chart %s %s from %s is named %s %s in its Chart.yaml; fix the repository or the config",
+				errNoAttempt, ref.Name, ref.Version, ref.Repo, id.Name, id.Version)
 		}
 	}
 	return helmops.Desired{Spec: s.Spec, ReleaseSpec: s.ReleaseSpec, Object: o.Object, Name: s.Release, Namespace: s.Namespace, Chart: ch,
-		Values: s.Desired.Values, Digest: s.Desired.Digest, Revision: s.Desired.Revision, Redact: s.Hide}, nil
+		Values: s.Desired.Values, Digest: s.Desired.Digest, Revision: s.Desired.Revision, Redact: s.Hide, Policy: policyOf(o, s)}, nil
 }
 
 var eventReasons = map[plan.Action]string{

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -61,8 +62,13 @@ func (h *stepHelm) Install(_ context.Context, d helmops.Desired) (int, error) {
 	})
 }
 
-func (h *stepHelm) Uninstall(_ context.Context, _, name string, _ *redact.Redactor) error {
-	return h.op(name, true, func() error { return nil })
+func (h *stepHelm) UninstallWith(_ context.Context, _, name string, _ *redact.Redactor, _ helmops.Policy) error {
+	return h.op(name, true, func() error {
+		if name == "bad" {
+			return fmt.Errorf("uninstall of %s failed", name)
+		}
+		return nil
+	})
 }
 
 // A spec's steps run StepsInParallel at a time, the leading uninstalls
@@ -146,7 +152,7 @@ func (h *orderHelm) Install(_ context.Context, d helmops.Desired) (int, error) {
 	return 1, nil
 }
 
-func (h *orderHelm) Uninstall(_ context.Context, ns, name string, _ *redact.Redactor) error {
+func (h *orderHelm) UninstallWith(_ context.Context, ns, name string, _ *redact.Redactor, _ helmops.Policy) error {
 	h.record("uninstall " + ns + "/" + name)
 	return nil
 }
@@ -219,5 +225,21 @@ func TestApplyProvesAReplacementFirst(t *testing.T) {
 				t.Errorf("errors %v, then %v", first, after)
 			}
 		})
+	}
+}
+
+// TestReplacementMissingKeepsTheOld: a removal tied to a replacement whose
+// install is not among the steps (held back, as ManagedSet.Admit does) is
+// an error and removes nothing: nothing proved the replacement.
+func TestReplacementMissingKeepsTheOld(t *testing.T) {
+	o := &observe.Observed{Observation: plan.Observation{Spec: "s", Config: &config.Spec{}}}
+	steps := []plan.Step{{Action: plan.ActionUninstall, Spec: "s", ReleaseSpec: "a", Release: "r", Namespace: "old", ReplacedBy: "a"}}
+	h := &orderHelm{}
+	errs := New(Options{Helm: h, Log: zerolog.Nop()}).Apply(context.Background(), o, steps)
+	if len(h.calls) != 0 {
+		t.Errorf("calls %q, want none", h.calls)
+	}
+	if len(errs) != 1 || errs[0] == nil || !strings.Contains(errs[0].Error(), "old/r is kept") {
+		t.Errorf("errors %v, want the removal kept", errs)
 	}
 }

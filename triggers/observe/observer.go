@@ -61,6 +61,9 @@ type Options struct {
 	// fails every release spec that has some.
 	Sources ValuesSources
 	Charts  helmops.ChartSource
+	// Attempts reads the failed attempts recorded for release specs with
+	// remediation retries; nil fails every such release spec.
+	Attempts AttemptRecords
 	// GCNamespaces are the namespaces whose releases of ours are looked at.
 	GCNamespaces func() []string
 	// StaleAfter is how old a pending release must be before it counts as
@@ -221,12 +224,17 @@ func (ob *Observer) observeReleaseSpecs(ctx context.Context, cfg *config.Config,
 	spec := o.Config
 	free := ob.freeNames(ctx, o)
 	sources := NewSourceCache(ob.opts.Sources)
+	attempts := ob.attemptCache()
 	for _, id := range spec.ReleaseSpecIDs() {
 		rs := spec.ReleaseSpecs[id]
 		if o.Unread[rs.Namespace] != nil || o.Undecodable[rs.Namespace+"/"+rs.ReleaseName] != nil {
 			continue // fails, whatever else would be read
 		}
-		o.ReleaseSpecs[id] = ob.observeReleaseSpec(ctx, o, sources, id, rs, free[rs.Namespace+"/"+rs.ReleaseName], cfg.Dir)
+		ro := ob.observeReleaseSpec(ctx, o, sources, id, rs, free[rs.Namespace+"/"+rs.ReleaseName], cfg.Dir)
+		if ro.Err == nil {
+			ro.Attempts, ro.Err = attempts.of(ctx, o, id, rs)
+		}
+		o.ReleaseSpecs[id] = ro
 	}
 }
 
@@ -311,7 +319,8 @@ func (ob *Observer) observeReleaseSpec(ctx context.Context, o *Observed, sources
 // the spec's releases that could not be read: they leave it incomplete.
 func (ob *Observer) Unattributed(cfg *config.Config, specName string, rels []*format.Release, undecodable map[string]error) *Observed {
 	return &Observed{Observation: plan.Observation{Spec: specName, Instance: ob.Instance(), InForce: cfg, Current: rels, Unattributed: true,
-		Undecodable: undecodable, Now: ob.opts.Now(), StaleAfter: ob.opts.StaleAfter, DefaultServiceAccount: ob.opts.DefaultServiceAccount}, State: plan.TriggerSpecRemoved}
+		SpecSuspended: cfg.Specs[specName] != nil && cfg.Specs[specName].Suspend,
+		Undecodable:   undecodable, Now: ob.opts.Now(), StaleAfter: ob.opts.StaleAfter, DefaultServiceAccount: ob.opts.DefaultServiceAccount}, State: plan.TriggerSpecRemoved}
 }
 
 // LoadChart loads a chart for an operation: a repository chart the decision

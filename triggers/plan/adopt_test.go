@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/release"
+
 	"github.com/autox-dev/autox/internal/format"
 )
 
@@ -116,6 +118,19 @@ func TestReplacements(t *testing.T) {
 		{"moved while the trigger is gone: removed", observation(func(o *Observation) {
 			o.Current = []*format.Release{with(deployed("a"), moved)}
 			o.Trigger = TriggerRead{}
+		}), ""},
+		{"moved, the new place is another's release: the old one stays", observation(func(o *Observation) {
+			o.Current = []*format.Release{with(deployed("a"), moved)}
+			o.ReleaseSpecs["a"] = ReleaseSpecObservation{Chart: ChartID{"hello", "1.0.0"},
+				Other: with(deployed("a"), func(r *format.Release) { r.Spec, r.ReleaseSpec, r.Instance = "", "", "" })}
+		}), "-"},
+		{"moved, the new place holds its failed release: the old one stays", observation(func(o *Observation) {
+			o.Current = []*format.Release{with(deployed("a"), moved), with(deployed("a"), func(r *format.Release) {
+				r.Status, r.LastDeployedRevision = release.StatusFailed, 0
+			})}
+		}), "-"},
+		{"moved, the new one deployed in sync: removed", observation(func(o *Observation) {
+			o.Current = []*format.Release{with(deployed("a"), moved), deployed("a")}
 		}), ""},
 		{"release spec removed: removed", observation(func(o *Observation) {
 			o.Current = []*format.Release{with(deployed("a"), func(r *format.Release) { r.ReleaseSpec, r.Name = "gone", "web-gone" })}

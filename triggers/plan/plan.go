@@ -47,6 +47,9 @@ type Observation struct {
 	// object (made while it named one trigger): no object wants them, and
 	// Config is nil, so they are decided like those of a removed spec.
 	Unattributed bool
+	// SpecSuspended says the spec is suspended where Config cannot say so
+	// (Unattributed releases): nothing is written for them.
+	SpecSuspended bool
 	// Current are the spec's own releases in the namespaces that could be read.
 	Current []*format.Release
 	// Unread maps a namespace whose release records could not be read to the
@@ -78,6 +81,10 @@ type ReleaseSpecObservation struct {
 	// Sources are the live reads of the release spec's valuesFrom entries,
 	// in their order; read only while the trigger is wanted.
 	Sources []SourceValue
+	// Attempts are the failed attempts recorded for the release spec's
+	// release (read only for a release spec with remediation retries; nil
+	// when none are recorded).
+	Attempts *Attempts
 	// Err is a failure to read any of it: the release spec then fails and
 	// nothing is done for it.
 	Err error
@@ -121,16 +128,34 @@ type Step struct {
 	// deployed) from every text its operation produces.
 	Hide *redact.Redactor `json:"-"`
 
+	// The release policies that shaped the step (policies.go).
+	//
+	// Pending is what a suspended, waiting or exhausted step would do
+	// without what holds it; Suspended says what suspends it ("spec",
+	// "releaseSpec"); Policies are the release spec's policies and its
+	// remediation state; After are the release specs whose steps in this
+	// plan must succeed before this one starts.
+	Pending   Action    `json:"pending,omitempty"`
+	Suspended string    `json:"suspended,omitempty"`
+	Policies  *Policies `json:"policies,omitempty"`
+	After     []string  `json:"after,omitempty"`
+
+	// state is the release's state as classified; removal marks the leading
+	// steps of releases no release spec wants.
+	state   ReleaseState
+	removal bool
 	// moved marks the removal of a release whose release spec still exists
 	// and wants another name or namespace (see replacements).
 	moved bool
 }
 
-// LeadingRemovals is how many steps at the start of steps are uninstalls:
-// the removals a plan puts before its release specs' steps.
+// LeadingRemovals is how many steps at the start of steps are uninstalls
+// that wait for no other step: the removals a plan puts before its release
+// specs' steps. An uninstall ordered after another one (dependsOn, Step.After)
+// runs with the steps it is ordered with.
 func LeadingRemovals(steps []Step) int {
 	n := 0
-	for n < len(steps) && steps[n].Action == ActionUninstall {
+	for n < len(steps) && steps[n].Action == ActionUninstall && len(steps[n].After) == 0 {
 		n++
 	}
 	return n
@@ -139,7 +164,7 @@ func LeadingRemovals(steps []Step) int {
 // Changes reports whether the step would make a Helm write.
 func (s Step) Changes() bool {
 	switch s.Action {
-	case ActionNone, ActionConflict, ActionWait:
+	case ActionNone, ActionConflict, ActionWait, ActionSuspended, ActionExhausted:
 		return false
 	}
 	return true
@@ -176,9 +201,9 @@ type Plan struct {
 	TriggerReason string
 }
 
-// Decide plans one spec from its observation: the one decision of autox,
-// which run, plan and the quiet pass share.
-func Decide(o Observation) Plan {
+// decide plans one spec from its observation before the policies that
+// hold or order its steps (Decide).
+func decide(o Observation) Plan {
 	var res Plan
 	spec := o.Config
 	state, triggerReason := TriggerOf(o)
@@ -205,14 +230,14 @@ func Decide(o Observation) Plan {
 				reason = "release spec now wants " + rs.Namespace + "/" + rs.ReleaseName
 			}
 		}
-		relState, stateReason, _ := ClassifyRelease(rel, rel.Owner(), nil, o.Now, o.StaleAfter)
+		relState, stateReason, _ := ClassifyRelease(rel, rel.Owner(), nil, o.Now, StaleAfterFor(rs, o.StaleAfter))
 		action := ActionFor(TriggerSpecRemoved, relState, config.OnChangeUpgrade)
 		if action == ActionWait {
 			reason = stateReason
 		}
 		res.Steps = append(res.Steps, Step{Action: action, Spec: o.Spec, ReleaseSpec: rel.ReleaseSpec, Release: rel.Name,
 			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, Object: releaseObject(rel), Hide: redactorOf(nil, rel, nil, nil),
-			moved: rs != nil, ServiceAccount: config.RunsAs(spec, rs, o.DefaultServiceAccount)})
+			state: relState, removal: true, moved: rs != nil, ServiceAccount: config.RunsAs(spec, rs, o.DefaultServiceAccount)})
 	}
 	if o.Unattributed {
 		for i := range res.Steps {
@@ -257,31 +282,44 @@ func Decide(o Observation) Plan {
 	return res
 }
 
-// replacements ties the removal of a release whose release spec now wants
-// another name or namespace to that release spec's step: when the step
-// installs the new release, the removal waits for its dry run (ReplacedBy);
-// when the release spec could not be decided (its chart does not load, its
-// namespace cannot be read), the old release stays: nothing proves that the
-// new one can take its place.
+// replacements decides the removal of a release whose release spec now
+// wants another name or namespace (a moved release). The old release goes
+// only when something takes its place or nothing should: when the release
+// spec's step installs the new release, the removal waits for its dry run
+// (ReplacedBy); when the new release is already in sync there, or the
+// trigger no longer wants releases, it goes at once. Otherwise — the release
+// spec could not be decided (its chart does not load, its namespace cannot
+// be read), the new place is another's (a conflict), the trigger is claimed
+// twice or over its limit, or the new release is failed, stale or locked —
+// the old one stays: nothing proves that the new one can take its place.
 func replacements(p Plan) []Step {
 	failed := map[string]bool{}
 	for _, f := range p.Failed {
 		failed[f.ReleaseSpec] = true
 	}
-	installs := map[string]bool{}
+	next := map[string]Step{}
 	for _, s := range p.Steps {
-		if s.Action == ActionInstall && s.Desired != nil {
-			installs[s.ReleaseSpec] = true
+		if !s.moved && s.Action != ActionUninstall {
+			next[s.ReleaseSpec] = s
 		}
 	}
 	out := p.Steps[:0:0]
 	for _, s := range p.Steps {
 		if s.Action == ActionUninstall && s.moved {
-			if failed[s.ReleaseSpec] {
+			n, decided := next[s.ReleaseSpec]
+			switch {
+			case failed[s.ReleaseSpec]:
 				continue
-			}
-			if installs[s.ReleaseSpec] {
+			case p.Trigger == TriggerConflict || p.Trigger == TriggerOverLimit:
+				continue // nothing is removed for that reason
+			case !p.Trigger.Wanted():
+				// The experiment ends: the old release goes like the others.
+			case decided && n.Action == ActionInstall && n.Desired != nil:
 				s.ReplacedBy = s.ReleaseSpec
+			case decided && n.Action == ActionNone:
+				// The new release is deployed and in sync in its place.
+			default:
+				continue
 			}
 		}
 		out = append(out, s)
@@ -332,11 +370,12 @@ func stepFor(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObs
 		adopted.Spec, adopted.ReleaseSpec = o.Spec, id
 		rel = &adopted
 	}
-	relState, relReason, err := ClassifyRelease(rel, owner, want, o.Now, o.StaleAfter)
+	relState, relReason, err := ClassifyRelease(rel, owner, want, o.Now, StaleAfterFor(rs, o.StaleAfter))
 	if err != nil {
 		return step, err
 	}
 	step.Action = ActionFor(state, relState, rs.OnChange)
+	step.state, step.Policies = relState, policiesOf(rs)
 	if adopt {
 		step.AdoptFrom = &from
 		if step.Action == ActionNone && relState == ReleaseInSync && state.Wanted() {
@@ -354,6 +393,7 @@ func stepFor(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObs
 	default:
 		step.Reason = relReason
 	}
+	remediate(&step, rs, ro, rel, state)
 	return step, nil
 }
 

@@ -147,7 +147,7 @@ func Triage(s Survey) Verdict {
 		if !s.Noticed[key] && !noticed[key] {
 			noticed[key] = true
 			out.Noticed = append(out.Noticed, key)
-			add(key)
+			add(ParseNotice(key))
 		}
 	}
 	names := cfg.SpecNames()
@@ -160,11 +160,17 @@ func Triage(s Survey) Verdict {
 	for _, r := range s.Records {
 		out.ByStatus[r.Status]++
 	}
-	for _, name := range OrphanSpecs(cfg, s.Records) {
+	active, held := splitHeld(cfg, s.Records)
+	for _, name := range OrphanSpecs(cfg, active) {
 		// A selector spec's records are looked at per object below, and
 		// only what cannot be tied to an object needs the spec's sweep.
 		if spec := cfg.Specs[name]; spec == nil || !spec.Trigger.IsSelector() {
 			add(name)
+		}
+	}
+	for _, name := range OrphanSpecs(cfg, held) {
+		if !cfg.Specs[name].Trigger.IsSelector() {
+			noticeOnce(SuspendedNotice(name)) // nothing is removed while suspended: say so, once
 		}
 	}
 	bySpec := map[string][]format.Record{}
@@ -184,8 +190,14 @@ func Triage(s Survey) Verdict {
 			noticeOnce(name) // in conflict: nothing to do but say so, once
 			continue
 		}
-		if l.OK && !usesAny(spec, s.Unread) && InSync(name, spec, format.Object{}, obs, bySpec[name], s.Charts[name], s.Sources) {
-			continue
+		if l.OK && !usesAny(spec, s.Unread) {
+			switch inSync(name, spec, format.Object{}, obs, bySpec[name], s) {
+			case synced:
+				continue
+			case heldOnly:
+				noticeOnce(SuspendedNotice(name))
+				continue
+			}
 		}
 		add(name)
 	}
@@ -230,8 +242,14 @@ func triageSelector(s Survey, name string, recs []format.Record, out *Verdict, a
 			continue
 		}
 		forObj, err := spec.ForObject(name, o.Namespace, o.Name)
-		if err == nil && !usesAny(forObj, s.Unread) && InSync(name, forObj, o, obs, objRecs, s.Charts[name], s.Sources) {
-			continue
+		if err == nil && !usesAny(forObj, s.Unread) {
+			switch inSync(name, forObj, o, obs, objRecs, s) {
+			case synced:
+				continue
+			case heldOnly:
+				noticeOnce(SuspendedNotice(key))
+				continue
+			}
 		}
 		add(key)
 	}
@@ -244,14 +262,20 @@ func triageSelector(s Survey, name string, recs []format.Record, out *Verdict, a
 	}
 	SortObjects(left)
 	for _, o := range left {
+		var key string
 		switch {
 		case o.IsZero():
-			add(name) // releases from before the spec had a selector (OrphanSpecs queues it too)
+			key = name // releases from before the spec had a selector (OrphanSpecs queues it too)
 		case format.ObjectLabelIsName(o.Name):
-			add(ObjectKey(name, o))
+			key = ObjectKey(name, o)
 		default:
-			add(name) // a long name: the sweep finds it in the release's values
+			key = name // a long name: the sweep finds it in the release's values
 		}
+		if allHeld(s.Config, byObject[o]) {
+			noticeOnce(SuspendedNotice(key)) // its reconcile would remove nothing
+			continue
+		}
+		add(key)
 	}
 	out.Objects[name] = counts
 }

@@ -1,0 +1,175 @@
+package helmops
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/release"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/autox-dev/autox/config"
+)
+
+// The tests of the per-operation policies run the real Helm actions
+// against the test API server, which runs no controller manager: a
+// Deployment never gets ready there, and a Job never completes.
+
+// TestPolicyWaitTimesOut: with wait, an upgrade whose Deployment never gets
+// ready fails within its timeout and leaves a failed revision; a rollback
+// with wait goes back to the deployed one. Without wait the same upgrade
+// is deployed at once.
+func TestPolicyWaitTimesOut(t *testing.T) {
+	ctx := context.Background()
+	m := newManager(t, DriverSecret)
+	ns := cluster.Namespace(t)
+	wait := Policy{Wait: true, Timeout: 2 * time.Second}
+
+	d := desired(t, ns, "w", "charts/ready", nil)
+	d.Policy = wait
+	if rev, err := m.Install(ctx, d); err != nil || rev != 1 {
+		t.Fatalf("install of what is ready at once, with wait: %d, %v", rev, err)
+	}
+	d = desired(t, ns, "w", "charts/ready", map[string]interface{}{"deployment": true})
+	d.Policy, d.Revision = wait, 2
+	_, err := m.Upgrade(ctx, d)
+	if err == nil {
+		t.Fatal("an upgrade that waits for a Deployment that never gets ready succeeded")
+	}
+	if r, _ := m.Lookup(ctx, ns, "w"); r.Revision != 2 || r.Status != release.StatusFailed || r.LastDeployedRevision != 1 {
+		t.Fatalf("after the timeout: %+v, want revision 2 failed after revision 1 (%v)", r, err)
+	}
+	if err := m.RollbackWith(ctx, ns, "w", 1, nil, wait); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := m.Lookup(ctx, ns, "w"); r.Revision != 3 || r.Status != release.StatusDeployed {
+		t.Fatalf("after the rollback: %+v", r)
+	}
+
+	// The default: no wait, deployed as soon as the objects are written.
+	d = desired(t, ns, "w", "charts/ready", map[string]interface{}{"deployment": true})
+	d.Revision = 4
+	if rev, err := m.Upgrade(ctx, d); err != nil || rev != 4 {
+		t.Fatalf("upgrade without wait: %d, %v", rev, err)
+	}
+}
+
+// TestPolicyDisableHooksAndMaxHistory: disableHooks skips a pre-install hook
+// (a Job that never completes here), maxHistory bounds the records of one
+// release below the Manager's.
+func TestPolicyDisableHooksAndMaxHistory(t *testing.T) {
+	ctx := context.Background()
+	m := newManager(t, DriverSecret) // --max-history 3
+	ns := cluster.Namespace(t)
+	d := desired(t, ns, "s", "charts/slow", nil)
+	d.Policy = Policy{DisableHooks: true, Timeout: 2 * time.Second, MaxHistory: 2}
+	if _, err := m.Install(ctx, d); err != nil {
+		t.Fatalf("install with the hooks disabled: %v", err)
+	}
+	if _, err := cluster.Client.BatchV1().Jobs(ns).Get(ctx, "s-wait", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the pre-install hook ran: %v", err)
+	}
+	for i := 2; i <= 4; i++ {
+		d := desired(t, ns, "s", "charts/slow", map[string]interface{}{"n": i})
+		d.Policy, d.Revision = Policy{DisableHooks: true, MaxHistory: 2}, i
+		if _, err := m.Upgrade(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if recs := releaseRecords(t, ns, "s"); len(recs) != 2 {
+		t.Errorf("records %v, want maxHistory 2", recs)
+	}
+}
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// TestPolicyCRDs: the crds policy decides what happens to a chart's crds/
+// directory. Skip never creates; Helm's default leaves CRDs alone on
+// upgrade; Create creates a missing one on upgrade and leaves an existing
+// one; CreateReplace replaces it with the chart's.
+func TestPolicyCRDs(t *testing.T) {
+	ctx := context.Background()
+	m := newManager(t, DriverSecret)
+	ns := cluster.Namespace(t)
+	dyn, err := dynamic.NewForConfig(cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := dyn.Resource(crdResource)
+	const name = "widgets.autox.test"
+	// The CRD is cluster-wide: this test is the package's only user of it.
+	drop := func() {
+		if err := crds.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	drop()
+	t.Cleanup(drop)
+	shortNames := func() (string, bool) {
+		t.Helper()
+		crd, err := crds.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return "", false
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, _, _ := unstructured.NestedStringSlice(crd.Object, "spec", "names", "shortNames")
+		return strings.Join(names, ","), true
+	}
+	revision := 1
+	run := func(p Policy, withShortName bool) {
+		t.Helper()
+		d := desired(t, ns, "c", "charts/crd", nil)
+		d.Policy, d.Revision = p, revision
+		if withShortName {
+			for _, f := range d.Chart.Files {
+				if strings.HasPrefix(f.Name, "crds/") {
+					f.Data = []byte(strings.Replace(string(f.Data), "    kind: Widget\n", "    kind: Widget\n    shortNames: [wdg]\n", 1))
+				}
+			}
+		}
+		var err error
+		if revision == 1 {
+			_, err = m.Install(ctx, d)
+		} else {
+			_, err = m.Upgrade(ctx, d)
+		}
+		if err != nil {
+			t.Fatalf("revision %d with crds %q: %v", revision, p.CRDs, err)
+		}
+		revision++
+	}
+	run(Policy{CRDs: config.CRDsSkip}, false)
+	if _, exists := shortNames(); exists {
+		t.Fatal("crds Skip: the install created the CRD")
+	}
+	run(Policy{}, false)
+	if _, exists := shortNames(); exists {
+		t.Fatal("the default: an upgrade created the CRD (Helm leaves CRDs alone on upgrade)")
+	}
+	run(Policy{CRDs: config.CRDsCreate}, false)
+	if sn, exists := shortNames(); !exists || sn != "" {
+		t.Fatalf("crds Create: the upgrade did not create the CRD as the chart has it (exists %v, shortNames %q)", exists, sn)
+	}
+	run(Policy{CRDs: config.CRDsCreate}, true)
+	if sn, _ := shortNames(); sn != "" {
+		t.Fatalf("crds Create: an existing CRD was changed (shortNames %q)", sn)
+	}
+	run(Policy{CRDs: config.CRDsCreateReplace}, true)
+	if sn, _ := shortNames(); sn != "wdg" {
+		t.Fatalf("crds CreateReplace: the CRD was not replaced by the chart's (shortNames %q)", sn)
+	}
+	// Uninstalling never deletes a CRD.
+	if err := m.UninstallWith(ctx, ns, "c", nil, Policy{CRDs: config.CRDsCreateReplace}); err != nil {
+		t.Fatal(err)
+	}
+	if _, exists := shortNames(); !exists {
+		t.Fatal("the uninstall deleted the CRD")
+	}
+}
