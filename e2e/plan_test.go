@@ -29,7 +29,7 @@ func (e *env) cliStdout(wantCode int, args ...string) string {
 
 func (e *env) cliRun(wantCode int, args ...string) *testenv.Process {
 	e.t.Helper()
-	p := testenv.StartProcess(e.t, autox, append(args, "--kubeconfig", cluster.Kubeconfig)...)
+	p := testenv.StartCommand(e.t, autox, append(args, "--kubeconfig", cluster.Kubeconfig)...)
 	code, err := p.Wait(patience)
 	if err != nil || code != wantCode {
 		e.t.Fatalf("autox %s: exit %d (want %d), %v\n%s", strings.Join(args, " "), code, wantCode, err, p.Output())

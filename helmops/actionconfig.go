@@ -167,7 +167,19 @@ func (m *Manager) actionConfigFor(ctx context.Context, namespace string, hide *r
 		cfg.Releases.Driver = newSecretRecords(m.clientset.CoreV1().Secrets(namespace), m.debugLog(namespace, hide))
 	}
 	cfg.Releases.Driver = &newestDecodes{Driver: cfg.Releases.Driver, m: m, namespace: namespace}
+	if ix := m.index.Load(); ix != nil {
+		cfg.Releases.Driver = &trackedDriver{Driver: cfg.Releases.Driver, expect: ix.expect, namespace: namespace}
+	}
 	return cfg, nil
+}
+
+// premise makes cfg's operation on release name fail before its first write
+// when Helm's read of the history finds another newest revision than
+// decided (see premised); decided 0 checks nothing.
+func premise(cfg *action.Configuration, namespace, name string, decided int) {
+	if decided > 0 {
+		cfg.Releases.Driver = &premised{Driver: cfg.Releases.Driver, namespace: namespace, name: name, decided: decided}
+	}
 }
 
 // reachable is Helm's kube client without its reachability check: before

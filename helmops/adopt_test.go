@@ -169,7 +169,7 @@ func TestDryRunReplacement(t *testing.T) {
 	if _, err := m.Install(ctx, desired(t, ns, "r", "charts/clusterrole", role)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = m.Uninstall(context.Background(), ns, "r", nil) })
+	t.Cleanup(func() { _ = m.Uninstall(context.Background(), ns, "r", 0, nil) })
 	d := desired(t, moved, "r", "charts/clusterrole", role)
 	if err := m.DryRunReplacement(ctx, d, Ref{Namespace: ns, Name: "r"}); err != nil {
 		t.Errorf("replacing the release that owns the ClusterRole: %v", err)

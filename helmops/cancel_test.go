@@ -101,9 +101,9 @@ func TestUninstallAndRollbackReturnOnCancel(t *testing.T) {
 		run       func(ctx context.Context, ns string) error
 		after     func(r *format.Release) bool // what the background operation leaves
 	}{
-		{"uninstall", 0, func(ctx context.Context, ns string) error { return m.Uninstall(ctx, ns, "r", nil) },
+		{"uninstall", 0, func(ctx context.Context, ns string) error { return m.Uninstall(ctx, ns, "r", 0, nil) },
 			func(r *format.Release) bool { return r == nil }},
-		{"rollback", 1, func(ctx context.Context, ns string) error { return m.Rollback(ctx, ns, "r", 1, nil) },
+		{"rollback", 1, func(ctx context.Context, ns string) error { return m.Rollback(ctx, ns, "r", 0, 1, nil) },
 			func(r *format.Release) bool {
 				return r != nil && r.Revision == 3 && r.Status == "deployed" && r.Values["count"] == "1"
 			}},

@@ -165,7 +165,7 @@ func TestLifecycle(t *testing.T) {
 				t.Fatalf("Managed = %+v, %v", recs, err)
 			}
 
-			if err := m.Rollback(ctx, ns, "r1", 1, nil); err != nil {
+			if err := m.Rollback(ctx, ns, "r1", 0, 1, nil); err != nil {
 				t.Fatal(err)
 			}
 			if r, _ = m.Lookup(ctx, ns, "r1"); r.Revision != 3 || r.ChartVersion != "0.1.0" {
@@ -175,10 +175,10 @@ func TestLifecycle(t *testing.T) {
 			if rev, err := m.Reinstall(ctx, desired(t, ns, "r1", "charts/hello", nil)); err != nil || rev != 1 {
 				t.Fatalf("Reinstall = %d, %v", rev, err)
 			}
-			if err := m.Uninstall(ctx, ns, "r1", nil); err != nil {
+			if err := m.Uninstall(ctx, ns, "r1", 0, nil); err != nil {
 				t.Fatal(err)
 			}
-			if err := m.Uninstall(ctx, ns, "r1", nil); err != nil {
+			if err := m.Uninstall(ctx, ns, "r1", 0, nil); err != nil {
 				t.Fatalf("second uninstall must be a no-op: %v", err)
 			}
 			if r, err := m.Lookup(ctx, ns, "r1"); r != nil || err != nil {

@@ -96,7 +96,7 @@ func TestOperationsRunAsTheServiceAccount(t *testing.T) {
 	if _, err := limitedAs.Upgrade(ctx, d); err == nil || !strings.Contains(err.Error(), "cannot upgrade release "+ns+"/web as service account "+ns+"/configmaps-only") {
 		t.Errorf("upgrade as the limited account: %v", err)
 	}
-	if err := limitedAs.Uninstall(ctx, ns, "web", nil); err == nil || !strings.Contains(err.Error(), "forbidden") {
+	if err := limitedAs.Uninstall(ctx, ns, "web", 0, nil); err == nil || !strings.Contains(err.Error(), "forbidden") {
 		t.Errorf("uninstall as the limited account: %v", err)
 	}
 	if got := releaseState(t, m, ns, "web", clusterRole); got != deployed {
@@ -107,16 +107,16 @@ func TestOperationsRunAsTheServiceAccount(t *testing.T) {
 		t.Fatalf("upgrade as the account: %d, %v", rev, err)
 	}
 	upgraded := releaseState(t, m, ns, "web", clusterRole)
-	if err := limitedAs.Rollback(ctx, ns, "web", 1, nil); err == nil || !strings.Contains(err.Error(), "cannot rollback release") {
+	if err := limitedAs.Rollback(ctx, ns, "web", 0, 1, nil); err == nil || !strings.Contains(err.Error(), "cannot rollback release") {
 		t.Errorf("rollback as the limited account: %v", err)
 	}
 	if got := releaseState(t, m, ns, "web", clusterRole); got != upgraded {
 		t.Errorf("a refused rollback changed the release: %s, was %s", got, upgraded)
 	}
-	if err := as.Rollback(ctx, ns, "web", 1, nil); err != nil {
+	if err := as.Rollback(ctx, ns, "web", 0, 1, nil); err != nil {
 		t.Fatalf("rollback as the account: %v", err)
 	}
-	if err := as.Uninstall(ctx, ns, "web", nil); err != nil {
+	if err := as.Uninstall(ctx, ns, "web", 0, nil); err != nil {
 		t.Fatalf("uninstall as the account: %v", err)
 	}
 	nothingWritten(t, ns, "web", clusterRole)

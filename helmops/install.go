@@ -29,6 +29,10 @@ type Desired struct {
 	Digest string
 	// Revision is the revision an upgrade will create (the current one + 1).
 	Revision int
+	// Current is the newest revision the decision saw (0: none, or not
+	// checked): an upgrade, or the uninstall of a reinstall, fails before
+	// writing when Helm's own read finds another (see premised).
+	Current int
 	// Redact hides secrets in the operation's errors and Helm's debug lines;
 	// nil hides nothing. The caller makes it from these Values and the
 	// running release's, since an error may quote either.

@@ -154,7 +154,7 @@ func TestInstances(t *testing.T) {
 	if _, err := blue.Upgrade(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	if err := blue.Rollback(ctx, ns, "b", 1, nil); err != nil {
+	if err := blue.Rollback(ctx, ns, "b", 0, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	r, err := blue.Lookup(ctx, ns, "b")

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/internal/pages"
 )
 
 // Inventory lists release records by their labels.
@@ -17,12 +18,16 @@ type Inventory struct {
 	meta     metadata.Interface
 	driver   string
 	instance string
+	// manager, when set, lends its record index.
+	manager *Manager
+	// pageSize is the page size of its LISTs (Options.ListPageSize).
+	pageSize int64
 }
 
 // NewInventory returns an Inventory reading records of the Manager's driver
 // and returning the releases of the Manager's instance.
 func (m *Manager) NewInventory() (*Inventory, error) {
-	return &Inventory{meta: m.meta, driver: m.opts.StorageDriver, instance: m.opts.Instance}, nil
+	return &Inventory{meta: m.meta, driver: m.opts.StorageDriver, instance: m.opts.Instance, manager: m, pageSize: m.opts.ListPageSize}, nil
 }
 
 // Managed returns one format.Record per release of the Inventory's instance in the
@@ -46,25 +51,47 @@ func (inv *Inventory) Managed(ctx context.Context, namespaces []string) ([]forma
 }
 
 // namespace reads the metadata of every Helm record in ns, autox-labelled or
-// not, in one LIST: only then is a release's newest revision known. A
-// selector on autox's labels would find a release whose newest revision
-// someone wrote without them (helm upgrade --labels with the spec label set to null, an
-// old Helm client) by its older revisions, and autox would act on a release
-// it no longer owns.
+// not: from the index when it can vouch for ns, else in one LIST. Only then is
+// a release's newest revision known. A selector on autox's labels would find a
+// release whose newest revision someone wrote without them (helm upgrade
+// --labels with the spec label set to null, an old Helm client) by its older
+// revisions, and autox would act on a release it no longer owns.
+//
+// While this process has written records of ns that the index does not show
+// yet, ns is listed live: what the Inventory answers is read-your-writes, as
+// a LIST is (a pass must not find a namespace empty of the release a
+// reconcile that just ended wrote there, and forget the namespace).
 func (inv *Inventory) namespace(ctx context.Context, ns string) ([]format.Record, error) {
-	list, err := inv.meta.Resource(recordResource(inv.driver)).Namespace(ns).List(ctx, metav1.ListOptions{
+	if inv.manager != nil {
+		ix := inv.manager.index.Load()
+		if ri := ix.usable(ns); ri != nil {
+			if own, _ := ix.expect.pending(ns, nil); len(own) == 0 {
+				return inv.records(ns, ri.all()), nil
+			}
+		}
+	}
+	items, err := pages.Metadata(ctx, inv.meta.Resource(recordResource(inv.driver)).Namespace(ns), metav1.ListOptions{
 		LabelSelector: "owner=helm",
-	})
+	}, inv.pageSize)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list release records: %w", err)
 	}
+	labels := make([]map[string]string, len(items))
+	for i := range items {
+		labels[i] = items[i].Labels
+	}
+	return inv.records(ns, labels), nil
+}
+
+// records describes the newest revision of each release among the records
+// of ns (their labels), keeping this instance's.
+func (inv *Inventory) records(ns string, records []map[string]string) []format.Record {
 	type revision struct {
 		number int
 		labels map[string]string
 	}
 	newest := map[string]revision{}
-	for _, item := range list.Items {
-		l := item.Labels
+	for _, l := range records {
 		rev, err := strconv.Atoi(l["version"])
 		if err != nil || l["name"] == "" {
 			continue // not a Helm release record after all
@@ -86,5 +113,5 @@ func (inv *Inventory) namespace(ctx context.Context, ns string) ([]format.Record
 			Revision: r.number, Status: l["status"], Digest: l[format.LabelDigest], AutoxRevision: autoxRev,
 		})
 	}
-	return out, nil
+	return out
 }

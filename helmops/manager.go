@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -63,7 +64,11 @@ type Options struct {
 	Timeout time.Duration
 	// MaxHistory bounds the revisions kept per release (--max-history).
 	MaxHistory int
-	Log        zerolog.Logger
+	// ListPageSize is the page size of the LISTs of every record of a
+	// namespace (the Inventory's, the record index's); 0: one response
+	// (--list-page-size).
+	ListPageSize int64
+	Log          zerolog.Logger
 }
 
 // Manager runs Helm operations and reads release records.
@@ -72,6 +77,9 @@ type Manager struct {
 	clientset kubernetes.Interface
 	meta      metadata.Interface
 	discovery *sharedDiscovery
+	// index, when set (NewRecordIndex), answers which records exist; nil
+	// or a namespace it cannot vouch for means live LISTs.
+	index atomic.Pointer[RecordIndex]
 
 	// background counts the goroutines of untilDone still running,
 	// including those it stopped waiting for.

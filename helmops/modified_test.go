@@ -257,13 +257,13 @@ func TestModified(t *testing.T) {
 
 			// An uninstall in progress: its status update is a fresh write,
 			// although the driver left the older modifiedAt on the record.
-			if err := m.Rollback(ctx, ns, "m", 1, nil); err != nil {
+			if err := m.Rollback(ctx, ns, "m", 0, 1, nil); err != nil {
 				t.Fatal(err)
 			}
 			last := newRecord(t, driver, ns, "m", 3)
 			last.setLabels(map[string]string{"createdAt": longAgo, "modifiedAt": longAgo})
 			rr.refuse = isMethod(http.MethodDelete)
-			if err := m.Uninstall(ctx, ns, "m", nil); err == nil {
+			if err := m.Uninstall(ctx, ns, "m", 0, nil); err == nil {
 				t.Fatal("uninstall must fail when its record deletes are refused")
 			}
 			rr.refuse = nil

@@ -64,7 +64,8 @@ func findRelease(rels []*format.Release, name string) *format.Release {
 // returned, though its older revisions carry autox's labels; with another
 // spec's it is that spec's. A Helm upgrade that keeps (or puts back) autox's
 // labels leaves it autox's, and a release labelled again after an unlabelled
-// revision is summarised from its whole history. Lookup always finds it.
+// revision is summarised from its whole history. Lookup always finds it. A
+// Manager reading through a record index reads all of it the same.
 func TestNewestRevisionDecidesOwnership(t *testing.T) {
 	ctx := context.Background()
 	m := newManager(t, DriverSecret)
@@ -154,6 +155,9 @@ func TestNewestRevisionDecidesOwnership(t *testing.T) {
 					t.Errorf("%s = %s; Lookup = %s", got.what, s, l)
 				}
 			}
+			// A Manager reading through a record index reads the same.
+			indexed, ix, counter := indexedManager(t, DriverSecret, &indexOpts{}, ns)
+			sameReads(t, m, indexed, ix, counter, ns, []string{"spec", "other"}, nil, []string{"r"})
 			if len(recs) != 0 != tc.managed {
 				t.Errorf("Inventory.Managed = %+v; want the release: %v", recs, tc.managed)
 			} else if tc.managed && (recs[0].Revision != newest || recs[0].Spec != looked.Spec || recs[0].Status != looked.Status.String()) {
@@ -234,7 +238,7 @@ func TestInventoryCostsOneListPerNamespace(t *testing.T) {
 // TestDeployedValues: every reader gives the values of the last deployed
 // revision while the latest one is not it (failed upgrades here), so that
 // callers can redact what a rollback or the next upgrade may quote; none
-// while the latest revision is the deployed one.
+// while the latest revision is the deployed one. Through a record index too.
 func TestDeployedValues(t *testing.T) {
 	ctx := context.Background()
 	m := newManager(t, DriverSecret)
@@ -263,6 +267,24 @@ func TestDeployedValues(t *testing.T) {
 			}
 			return findRelease(rels, "r")
 		},
+	}
+	// The same through a record index, caught up with each step.
+	indexed, ix, _ := indexedManager(t, DriverSecret, &indexOpts{}, ns)
+	readers["SpecReleases through the index"] = func() *format.Release {
+		caughtUp(t, ix, ns)
+		rels, err := indexed.SpecReleases(ctx, []string{ns}, "spec")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return findRelease(rels, "r")
+	}
+	readers["Lookup through the index"] = func() *format.Release {
+		caughtUp(t, ix, ns)
+		r, err := indexed.Lookup(ctx, ns, "r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
 	}
 	check := func(step string, revision, lastDeployed int, deployedValues map[string]interface{}) {
 		t.Helper()

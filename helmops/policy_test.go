@@ -44,7 +44,7 @@ func TestPolicyWaitTimesOut(t *testing.T) {
 	if r, _ := m.Lookup(ctx, ns, "w"); r.Revision != 2 || r.Status != release.StatusFailed || r.LastDeployedRevision != 1 {
 		t.Fatalf("after the timeout: %+v, want revision 2 failed after revision 1 (%v)", r, err)
 	}
-	if err := m.RollbackWith(ctx, ns, "w", 1, nil, wait); err != nil {
+	if err := m.RollbackWith(ctx, ns, "w", 0, 1, nil, wait); err != nil {
 		t.Fatal(err)
 	}
 	if r, _ := m.Lookup(ctx, ns, "w"); r.Revision != 3 || r.Status != release.StatusDeployed {
@@ -166,7 +166,7 @@ func TestPolicyCRDs(t *testing.T) {
 		t.Fatalf("crds CreateReplace: the CRD was not replaced by the chart's (shortNames %q)", sn)
 	}
 	// Uninstalling never deletes a CRD.
-	if err := m.UninstallWith(ctx, ns, "c", nil, Policy{CRDs: config.CRDsCreateReplace}); err != nil {
+	if err := m.UninstallWith(ctx, ns, "c", 0, nil, Policy{CRDs: config.CRDsCreateReplace}); err != nil {
 		t.Fatal(err)
 	}
 	if _, exists := shortNames(); !exists {

@@ -2,6 +2,7 @@ package helmops
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"helm.sh/helm/v3/pkg/release"
@@ -37,6 +38,9 @@ func (m *Manager) ObjectReleases(ctx context.Context, namespaces []string, spec 
 func (m *Manager) specReleases(ctx context.Context, namespaces []string, match map[string]string) ([]*format.Release, error) {
 	failed := map[string]error{}
 	out, err := eachNamespace(ctx, namespaces, func(ns string) ([]*format.Release, error) {
+		if ri := m.index.Load().usable(ns); ri != nil {
+			return m.indexedSpecReleases(ctx, ri, ns, match, func(name string, err *UndecodableError) { failed[ns+"/"+name] = err })
+		}
 		// Label equality only, as the drivers' Query; the release-spec
 		// label and the instance are checked on the newest revision.
 		recs, err := m.listRecords(ctx, ns, match)
@@ -60,13 +64,25 @@ func (m *Manager) specReleases(ctx context.Context, namespaces []string, match m
 func (m *Manager) owned(r *format.Release) bool { return r.OwnedBy(m.opts.Instance) }
 
 // NamesInUse reports which of names have release records in namespace,
-// whoever made them, from one metadata LIST. A name without any is free as
-// of the read; a release someone makes under it afterwards still fails
-// autox's install, whose first write creates revision 1's record only if
-// none exists.
+// whoever made them: from the index, else from one metadata LIST. A name
+// without any is free as of the read (or as far as the index has seen); a
+// release someone makes under it afterwards, or that the index has not
+// shown yet, still fails autox's install, whose first write creates
+// revision 1's record only if none exists.
 func (m *Manager) NamesInUse(ctx context.Context, namespace string, names []string) (map[string]bool, error) {
 	if len(names) == 0 {
 		return map[string]bool{}, nil
+	}
+	if ri := m.index.Load().usable(namespace); ri != nil {
+		// A name this process has just written counts, seen or not.
+		own, _ := m.index.Load().expect.pending(namespace, nil)
+		out := map[string]bool{}
+		for _, n := range names {
+			if own[n] || len(ri.records(n)) > 0 {
+				out[n] = true
+			}
+		}
+		return out, nil
 	}
 	versions, err := m.recordVersions(ctx, namespace, names)
 	if err != nil {
@@ -85,6 +101,17 @@ func (m *Manager) NamesInUse(ctx context.Context, namespace string, names []stri
 func (m *Manager) Lookup(ctx context.Context, namespace, name string) (*format.Release, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if ri := m.index.Load().usable(namespace); ri != nil {
+		r, _, err := m.indexedRelease(ctx, ri, namespace, name, nil)
+		var u *UndecodableError
+		if errors.As(err, &u) {
+			return nil, u
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cannot look up release %s/%s: %w", namespace, name, err)
+		}
+		return r, nil
 	}
 	recs, err := m.listRecords(ctx, namespace, map[string]string{"name": name})
 	if err != nil {

@@ -126,8 +126,8 @@ func TestUninstallAndRollbackHideValues(t *testing.T) {
 		run    func(*redact.Redactor) error
 		says   string
 	}{
-		{"rollback", http.MethodPut, func(r *redact.Redactor) error { return m.Rollback(ctx, ns, "r", 1, r) }, "cannot roll back release " + ns + "/r to revision 1: "},
-		{"uninstall", http.MethodDelete, func(r *redact.Redactor) error { return m.Uninstall(ctx, ns, "r", r) }, "cannot uninstall release " + ns + "/r: "},
+		{"rollback", http.MethodPut, func(r *redact.Redactor) error { return m.Rollback(ctx, ns, "r", 0, 1, r) }, "cannot roll back release " + ns + "/r to revision 1: "},
+		{"uninstall", http.MethodDelete, func(r *redact.Redactor) error { return m.Uninstall(ctx, ns, "r", 0, r) }, "cannot uninstall release " + ns + "/r: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rr.refuse = isMethod(tc.method)

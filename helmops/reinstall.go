@@ -49,7 +49,7 @@ func (m *Manager) Reinstall(ctx context.Context, d Desired) (int, error) {
 	if err := notStarted(ctx, "reinstall", d.Namespace, d.Name); err != nil {
 		return 0, err
 	}
-	if err := m.uninstall(ctx, d.Namespace, d.Name, d.Redact, true, d.Policy); err != nil {
+	if err := m.uninstall(ctx, d.Namespace, d.Name, d.Current, d.Redact, true, d.Policy); err != nil {
 		return 0, fmt.Errorf("cannot reinstall release %s/%s: the new release was not installed: %w", d.Namespace, d.Name, err)
 	}
 	return m.install(ctx, d, true)

@@ -10,18 +10,19 @@ import (
 	"github.com/autox-dev/autox/internal/redact"
 )
 
-// Rollback rolls a release back to revision toRevision. Helm copies that
+// Rollback rolls a release back to revision toRevision from current, the
+// newest revision the decision saw (0 checks nothing; see Uninstall). Helm copies that
 // revision's release labels, so the instance and autox labels it carried
 // stay. hide redacts as for Uninstall; the caller makes it from the values of
 // the current and of the target revision. Like Helm's uninstall, Helm's
 // rollback takes no context and may wait on hooks: Rollback returns when ctx
 // ends and the rollback goes on in the background, as for Uninstall.
-func (m *Manager) Rollback(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor) error {
-	return m.RollbackWith(ctx, namespace, name, toRevision, hide, Policy{})
+func (m *Manager) Rollback(ctx context.Context, namespace, name string, current, toRevision int, hide *redact.Redactor) error {
+	return m.RollbackWith(ctx, namespace, name, current, toRevision, hide, Policy{})
 }
 
 // RollbackWith is Rollback run as p says (timeout, wait, hooks, history).
-func (m *Manager) RollbackWith(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor, p Policy) error {
+func (m *Manager) RollbackWith(ctx context.Context, namespace, name string, current, toRevision int, hide *redact.Redactor, p Policy) error {
 	if err := notStarted(ctx, "rollback", namespace, name); err != nil {
 		return err
 	}
@@ -29,6 +30,7 @@ func (m *Manager) RollbackWith(ctx context.Context, namespace, name string, toRe
 	if err != nil {
 		return fmt.Errorf("cannot roll back release %s/%s: %w", namespace, name, err)
 	}
+	premise(cfg, namespace, name, current)
 	if err := m.preflightRollback(ctx, cfg, namespace, name, toRevision, hide); err != nil {
 		return err
 	}

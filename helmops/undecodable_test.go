@@ -247,8 +247,8 @@ func TestUndecodableNewestRecordStopsHelm(t *testing.T) {
 		}{
 			{"upgrade", func() error { _, err := m.Upgrade(ctx, next); return err }},
 			{"reinstall", func() error { _, err := m.Reinstall(ctx, next); return err }},
-			{"rollback", func() error { return m.Rollback(ctx, ns, "r1", 1, nil) }},
-			{"uninstall", func() error { return m.Uninstall(ctx, ns, "r1", nil) }},
+			{"rollback", func() error { return m.Rollback(ctx, ns, "r1", 0, 1, nil) }},
+			{"uninstall", func() error { return m.Uninstall(ctx, ns, "r1", 0, nil) }},
 		} {
 			err := op.run()
 			if err == nil || !strings.Contains(err.Error(), "its newest record") || !strings.Contains(err.Error(), record) {

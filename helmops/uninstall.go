@@ -13,7 +13,9 @@ import (
 )
 
 // Uninstall removes a release and its history. A release already gone is not
-// an error. hide redacts the error and Helm's debug lines (nil hides
+// an error. current is the newest revision the decision saw: when Helm's
+// read of the history finds another, nothing is removed (a *ChangedError);
+// 0 checks nothing. hide redacts the error and Helm's debug lines (nil hides
 // nothing): deleting a release's objects can fail with messages that quote
 // them, so the caller passes a Redactor made from the release's values.
 //
@@ -24,14 +26,14 @@ import (
 // itself lets an install go on after its context. Nothing is started when
 // ctx has already ended. The write fence of autox's leadership term (DESIGN
 // §5) refuses the background writes once the term has ended.
-func (m *Manager) Uninstall(ctx context.Context, namespace, name string, hide *redact.Redactor) error {
-	return m.uninstall(ctx, namespace, name, hide, false, Policy{})
+func (m *Manager) Uninstall(ctx context.Context, namespace, name string, current int, hide *redact.Redactor) error {
+	return m.uninstall(ctx, namespace, name, current, hide, false, Policy{})
 }
 
 // UninstallWith is Uninstall run as p says: its timeout, and its hooks
 // skipped with DisableHooks.
-func (m *Manager) UninstallWith(ctx context.Context, namespace, name string, hide *redact.Redactor, p Policy) error {
-	return m.uninstall(ctx, namespace, name, hide, false, p)
+func (m *Manager) UninstallWith(ctx context.Context, namespace, name string, current int, hide *redact.Redactor, p Policy) error {
+	return m.uninstall(ctx, namespace, name, current, hide, false, p)
 }
 
 // uninstall is Uninstall; with wait it also waits, bounded by the Helm
@@ -40,7 +42,7 @@ func (m *Manager) UninstallWith(ctx context.Context, namespace, name string, hid
 // finalizer holds them), their dependents after them, which is all a new
 // install of the same objects needs. Foreground deletion would wait on the
 // garbage collector for every dependent, and where none runs, for ever.
-func (m *Manager) uninstall(ctx context.Context, namespace, name string, hide *redact.Redactor, wait bool, p Policy) error {
+func (m *Manager) uninstall(ctx context.Context, namespace, name string, current int, hide *redact.Redactor, wait bool, p Policy) error {
 	if err := notStarted(ctx, "uninstall", namespace, name); err != nil {
 		return err
 	}
@@ -48,6 +50,7 @@ func (m *Manager) uninstall(ctx context.Context, namespace, name string, hide *r
 	if err != nil {
 		return fmt.Errorf("cannot uninstall release %s/%s: %w", namespace, name, err)
 	}
+	premise(cfg, namespace, name, current)
 	if err := m.preflightUninstall(ctx, cfg, namespace, name, hide); err != nil {
 		return err
 	}

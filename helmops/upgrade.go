@@ -24,6 +24,7 @@ func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("cannot upgrade release %s/%s: %w", d.Namespace, d.Name, err)
 	}
+	premise(cfg, d.Namespace, d.Name, d.Current)
 	up := action.NewUpgrade(cfg)
 	up.Namespace = d.Namespace
 	up.Labels = m.releaseLabels(d, d.Revision)

@@ -20,6 +20,9 @@ func (c *Controller) ApplyConfig(ctx context.Context, cfg *config.Config) config
 	changes := config.Diff(old, cfg)
 	c.informers.sync(ctx, cfg)
 	c.sources.sync(ctx, cfg)
+	if c.opts.Records != nil {
+		c.opts.Records.Watch(ctx, c.state.GCNamespaces())
+	}
 	touched := append(append(append([]string{}, changes.RemovedSpecs...), changes.AddedSpecs...), changes.ChangedSpecs...)
 	for _, r := range changes.RemovedReleaseSpecs {
 		touched = append(touched, r.Spec)

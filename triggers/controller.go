@@ -29,6 +29,12 @@ type Options struct {
 	Reconciler *Reconciler
 	Inventory  *helmops.Inventory
 	Metadata   metadata.Interface
+	// Records, if set, is the index of release record metadata that the
+	// Reconciler's helmops.Manager and Inventory read through
+	// (helmops.RecordIndex): Run starts it on the namespaces garbage
+	// collection covers before start-up cleanup, waits (a while) for it to
+	// sync, keeps it on those namespaces and stops it when it returns.
+	Records RecordIndex
 	// Workers is how many specs are reconciled in parallel (--workers).
 	Workers int
 	// Resync is the period of the pass that enqueues every spec (--resync).
@@ -57,6 +63,17 @@ type Options struct {
 	// upgrade (--values-coalesce; default 2s).
 	ValuesCoalesce time.Duration
 }
+
+// RecordIndex is what the Controller runs of a helmops.RecordIndex.
+type RecordIndex interface {
+	Watch(ctx context.Context, namespaces []string)
+	WaitForSync(ctx context.Context) bool
+	Stop()
+}
+
+// recordIndexSync bounds the wait for the record index at start: a
+// namespace it cannot list is read live until it can.
+const recordIndexSync = 10 * time.Second
 
 // Controller runs informers, the queue, the workers and the periodic pass.
 type Controller struct {
@@ -145,6 +162,15 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer close(runDone)
 	go c.boundWork(ctx, runDone, cancelWork)
 
+	if c.opts.Records != nil {
+		defer c.opts.Records.Stop()
+		c.opts.Records.Watch(ctx, c.state.GCNamespaces())
+		syncCtx, cancelSync := context.WithTimeout(ctx, recordIndexSync)
+		if !c.opts.Records.WaitForSync(syncCtx) && ctx.Err() == nil {
+			c.opts.Log.Warn().Dur("waited", recordIndexSync).Msg("the release record index has not synced; unsynced namespaces are read with live LISTs")
+		}
+		cancelSync()
+	}
 	c.cleanupOnStart(ctx, workCtx)
 	if ctx.Err() != nil {
 		return nil // stopped before the first pass: nothing else was started

@@ -58,6 +58,11 @@ type harness struct {
 	reads   *liveReads
 	// sources, if set, reads values sources (else a SourceReader).
 	sources observe.ValuesSources
+	// liveReads runs the controller without a record index: every read of
+	// release records is a live LIST, as `autox plan` reads.
+	liveReads bool
+	// faults, if set, are what the record index's watch and LISTs see.
+	faults *testenv.MetadataFaults
 	// spy, if set, wraps the controller's Helm to watch its operations.
 	spy func(Helm) Helm
 	// managed, if set, makes the record of managed namespaces the
@@ -82,13 +87,27 @@ func (h *harness) config(text string) *config.Config {
 
 func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	h.t.Helper()
-	rc, helm := cluster.Config, h.Helm
+	rc := cluster.Config
 	if h.as != nil {
-		var err error
 		rc = h.as
-		if helm, err = helmops.New(helmops.Options{RESTConfig: rc, Timeout: time.Minute, MaxHistory: 10, Log: zerolog.Nop()}); err != nil {
+	}
+	// The controller's own Manager, reading through a record index as
+	// autox run's does; the scene's (h.Helm) reads live for the assertions.
+	hopts := helmops.Options{RESTConfig: rc, Timeout: time.Minute, MaxHistory: 10, Log: zerolog.Nop()}
+	if h.faults != nil {
+		mc, err := metadata.NewForConfig(rc)
+		if err != nil {
 			h.t.Fatal(err)
 		}
+		hopts.Metadata = h.faults.Wrap(mc)
+	}
+	helm, err := helmops.New(hopts)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var records RecordIndex
+	if !h.liveReads {
+		records = helm.NewRecordIndex()
 	}
 	meta, err := metadata.NewForConfig(rc)
 	if err != nil {
@@ -125,7 +144,7 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	rec := NewReconciler(ReconcilerOptions{Helm: writes, Charts: helmops.LocalCharts{}, Triggers: reads, Sources: sources, Inventory: inv,
 		Attempts: attempts.Store{Client: cs, Instance: helm.Instance()}, State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(),
 		Log: log, Metrics: m, Managed: managed})
-	ctrl = NewController(Options{Reconciler: rec, Inventory: inv, Metadata: meta, Workers: 2, Resync: resync,
+	ctrl = NewController(Options{Reconciler: rec, Inventory: inv, Metadata: meta, Records: records, Workers: 2, Resync: resync,
 		ShutdownTimeout: h.shutdown(), RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Backoff: h.backoff, Metrics: m, Log: log})
 	h.ctrl, h.metrics, h.reads = ctrl, m, reads
 	ctx, cancel := context.WithCancel(context.Background())

@@ -26,6 +26,10 @@ func (c *Controller) runPass(ctx context.Context) {
 	started := time.Now()
 	cfg := c.Config()
 	gcNamespaces := c.state.GCNamespaces()
+	if c.opts.Records != nil {
+		// Namespaces a pass forgot (dropped, found empty) leave the index.
+		c.opts.Records.Watch(ctx, gcNamespaces)
+	}
 	// What the listing below can speak for: nothing a reconcile still
 	// running under an older config may write later.
 	safeSince := c.oldestInFlight(started)

@@ -39,9 +39,9 @@ func (s *orderSpy) Install(ctx context.Context, d helmops.Desired) (int, error) 
 	return rev, err
 }
 
-func (s *orderSpy) UninstallWith(ctx context.Context, namespace, name string, hide *redact.Redactor, p helmops.Policy) error {
+func (s *orderSpy) UninstallWith(ctx context.Context, namespace, name string, current int, hide *redact.Redactor, p helmops.Policy) error {
 	s.note("start uninstall %s", name)
-	err := s.Helm.UninstallWith(ctx, namespace, name, hide, p)
+	err := s.Helm.UninstallWith(ctx, namespace, name, current, hide, p)
 	s.note("end uninstall %s: %v", name, err)
 	return err
 }

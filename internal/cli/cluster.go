@@ -43,6 +43,7 @@ type clusterFlags struct {
 	defaultServiceAccount string
 	// chartKeyring is --chart-keyring, for chart.verify.
 	chartKeyring string
+	listPageSize int64
 	// leaderElectionNamespace holds the Lease and the record of the
 	// namespaces the instance manages, which plan and list read too.
 	leaderElectionNamespace string
@@ -58,6 +59,7 @@ func (c *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&c.kubeAPIBurst, "kube-api-burst", 300, "requests autox may send at once above --kube-api-qps, when that is positive")
 	fs.StringVar(&c.chartKeyring, "chart-keyring", "", "OpenPGP public keyring file (as `gpg --export` writes it) that chart.verify checks provenance with, for charts whose release spec names no chart.keyring Secret")
 	fs.StringVar(&c.defaultServiceAccount, "default-service-account", "", "service account, in each release's namespace, that the Helm operations of release specs without serviceAccountName run as (a lockdown for multi-team clusters); empty: autox's own identity")
+	fs.Int64Var(&c.listPageSize, "list-page-size", 0, "objects per page of the LISTs of every trigger of a resource and namespace and of every release record of a namespace (client-go's pager); 0: one response (see BENCHMARKS.md)")
 	fs.StringVar(&c.leaderElectionNamespace, "leader-election-namespace", defaultLeaseNamespace(),
 		"namespace of the leader election Lease and of the ConfigMap "+triggers.ManagedSetName("<instance>")+" that records the namespaces the instance has managed")
 }
@@ -74,6 +76,8 @@ type clusterDeps struct {
 	storageDriver string
 	// defaultServiceAccount is --default-service-account.
 	defaultServiceAccount string
+	// pageSize is --list-page-size.
+	pageSize int64
 }
 
 // connect builds the clients of a command that talks to the cluster.
@@ -101,6 +105,9 @@ func (c *clusterFlags) check() error {
 	if c.kubeAPIQPS > 0 && c.kubeAPIBurst < 1 {
 		return fmt.Errorf("invalid --kube-api-burst %d: must be at least 1 when --kube-api-qps is positive", c.kubeAPIBurst)
 	}
+	if c.listPageSize < 0 {
+		return fmt.Errorf("invalid --list-page-size %d: must be 0 (one response) or a page size", c.listPageSize)
+	}
 	return nil
 }
 
@@ -118,7 +125,7 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 	}
 	helm, err := helmops.New(helmops.Options{
 		RESTConfig: rc, Clientset: cs, Metadata: mc,
-		StorageDriver: c.storageDriver, Instance: c.instance, Timeout: c.helmTimeout, MaxHistory: c.maxHistory, Log: log,
+		StorageDriver: c.storageDriver, Instance: c.instance, Timeout: c.helmTimeout, MaxHistory: c.maxHistory, ListPageSize: c.listPageSize, Log: log,
 	})
 	if err != nil {
 		return nil, err
@@ -132,7 +139,7 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 		return nil, fmt.Errorf("cannot create discovery client: %w", err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	return &clusterDeps{rest: rc, helm: helm, inv: inv, meta: mc, mapper: mapper, client: cs, storageDriver: c.storageDriver,
+	return &clusterDeps{rest: rc, helm: helm, inv: inv, meta: mc, mapper: mapper, client: cs, storageDriver: c.storageDriver, pageSize: c.listPageSize,
 		defaultServiceAccount: c.defaultServiceAccount}, nil
 }
 
@@ -141,7 +148,7 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts helmops.ChartSource, helmTimeout time.Duration,
 	m *triggers.Metrics, events record.EventRecorder, managed *triggers.ManagedSet, log zerolog.Logger) *triggers.Reconciler {
 	return triggers.NewReconciler(triggers.ReconcilerOptions{
-		Helm: d.helm, Charts: charts, Triggers: observe.TriggerReader{Client: d.meta, Mapper: d.mapper}, Inventory: d.inv,
+		Helm: d.helm, Charts: charts, Triggers: observe.TriggerReader{Client: d.meta, Mapper: d.mapper, PageSize: d.pageSize}, Inventory: d.inv,
 		Sources:  d.sources(),
 		Attempts: attempts.Store{Client: d.client, Instance: d.helm.Instance()},
 		State:    state, StaleAfter: helmTimeout + 30*time.Second, Log: log, Metrics: m, Events: events, Managed: managed,

@@ -236,6 +236,9 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 		events := record.NewBroadcaster()
 		defer events.Shutdown()
 		events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: deps.client.CoreV1().Events("")})
+		// The term's reads of release records go through an index of their
+		// metadata, fed by the term's own watch (started and stopped by Run).
+		records := deps.helm.NewRecordIndex()
 		ctrl := live.attach(func(state *triggers.ConfigState) *triggers.Controller {
 			// The record of managed namespaces is written through the
 			// term's fence too, with or without leader election.
@@ -244,7 +247,7 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 			rec := deps.reconciler(state, charts, f.helmTimeout, loopMetrics,
 				events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"}), managed, log)
 			return triggers.NewController(triggers.Options{
-				Reconciler: rec, Inventory: deps.inv, Metadata: deps.meta, Workers: f.workers, Resync: f.resync,
+				Reconciler: rec, Inventory: deps.inv, Metadata: deps.meta, Records: records, Workers: f.workers, Resync: f.resync,
 				ShutdownTimeout: f.shutdownTimeout, Metrics: loopMetrics, RequestCount: apiRequests.Load, Log: log,
 				Backoff: backoff, Fenced: term.Done(), ValuesCoalesce: f.valuesCoalesce,
 			})

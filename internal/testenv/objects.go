@@ -11,11 +11,14 @@ import (
 
 	"go.uber.org/goleak"
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	"github.com/autox-dev/autox/internal/format"
 )
 
 // RunMain is a test package's TestMain body: it starts a control plane into
@@ -107,6 +110,29 @@ func (c *Cluster) Relabel(t testing.TB, namespace, name string, labels map[strin
 // with `helm install` would: without autox's labels, values {greeting: mine}.
 func (c *Cluster) InstallUnlabelled(t testing.TB, namespace, name, chartDir string) {
 	t.Helper()
+	in := action.NewInstall(c.helmConfig(t, namespace))
+	in.ReleaseName, in.Namespace = name, namespace
+	if _, err := in.Run(loadChart(t, chartDir), map[string]interface{}{"greeting": "mine"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TakeOver upgrades a release the way a person taking it over with `helm
+// upgrade --labels` would: a new revision without autox's labels, values
+// {greeting: mine}.
+func (c *Cluster) TakeOver(t testing.TB, namespace, name, chartDir string) {
+	t.Helper()
+	up := action.NewUpgrade(c.helmConfig(t, namespace))
+	up.Namespace, up.ResetValues = namespace, true
+	up.Labels = map[string]string{format.LabelSpec: "null", format.LabelReleaseSpec: "null", format.LabelInstance: "null",
+		format.LabelObject: "null", format.LabelObjectNamespace: "null", format.LabelDigest: "null", format.LabelRevision: "null"}
+	if _, err := up.Run(name, loadChart(t, chartDir), map[string]interface{}{"greeting": "mine"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (c *Cluster) helmConfig(t testing.TB, namespace string) *action.Configuration {
+	t.Helper()
 	cfg := &action.Configuration{}
 	flags := genericclioptions.NewConfigFlags(false)
 	kc, ns := c.Kubeconfig, namespace
@@ -114,15 +140,16 @@ func (c *Cluster) InstallUnlabelled(t testing.TB, namespace, name, chartDir stri
 	if err := cfg.Init(flags, namespace, "secret", func(string, ...interface{}) {}); err != nil {
 		t.Fatal(err)
 	}
-	ch, err := loader.Load(chartDir)
+	return cfg
+}
+
+func loadChart(t testing.TB, dir string) *chart.Chart {
+	t.Helper()
+	ch, err := loader.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := action.NewInstall(cfg)
-	in.ReleaseName, in.Namespace = name, namespace
-	if _, err := in.Run(ch, map[string]interface{}{"greeting": "mine"}); err != nil {
-		t.Fatal(err)
-	}
+	return ch
 }
 
 // RenderConfig fills a test config template: {{.NS}} is the test's namespace,

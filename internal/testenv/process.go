@@ -3,7 +3,6 @@ package testenv
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,8 +65,8 @@ type Process struct {
 	t   testing.TB
 	cmd *exec.Cmd
 	out *syncBuffer
-	// stdout is what went to standard output alone (a command's JSON),
-	// without the log lines on standard error.
+	// stdout, for StartCommand, is standard output alone (a command's
+	// JSON); out then holds standard error.
 	stdout *syncBuffer
 	done   chan struct{}
 	err    error
@@ -107,8 +106,28 @@ func StartProcess(t testing.TB, bin string, args ...string) *Process {
 // StartProcessEnv is StartProcess with extra environment variables (KEY=value).
 func StartProcessEnv(t testing.TB, env []string, bin string, args ...string) *Process {
 	t.Helper()
-	p := &Process{t: t, cmd: exec.Command(bin, args...), out: &syncBuffer{}, stdout: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = io.MultiWriter(p.out, p.stdout), p.out
+	return startProcess(t, env, false, bin, args...)
+}
+
+// StartCommand is StartProcess for a command whose standard output is read
+// on its own (Stdout: a JSON document), apart from its standard error (the
+// logs and any race report). Output is then standard error, followed by
+// standard output.
+func StartCommand(t testing.TB, bin string, args ...string) *Process {
+	t.Helper()
+	return startProcess(t, nil, true, bin, args...)
+}
+
+func startProcess(t testing.TB, env []string, splitStdout bool, bin string, args ...string) *Process {
+	t.Helper()
+	// One pipe for both streams keeps their order, which a race report
+	// needs whole (RaceReports); only a command read as a document splits.
+	p := &Process{t: t, cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if splitStdout {
+		p.stdout = &syncBuffer{}
+		p.cmd.Stdout = p.stdout
+	}
 	p.cmd.Env = append(append(os.Environ(), raceEnv), env...)
 	// Pdeathsig follows the thread that started the child, not the process:
 	// Go never ends a thread unless a goroutine locked to it exits, and no
@@ -135,7 +154,7 @@ func StartProcessEnv(t testing.TB, env []string, bin string, args ...string) *Pr
 		p.Kill()
 		p.checkRace()
 		if t.Failed() {
-			t.Logf("output of %s (pid %d):\n%s", bin, p.cmd.Process.Pid, p.out.String())
+			t.Logf("output of %s (pid %d):\n%s", bin, p.cmd.Process.Pid, p.Output())
 		}
 	})
 	return p
@@ -145,10 +164,21 @@ func StartProcessEnv(t testing.TB, env []string, bin string, args ...string) *Pr
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Output is everything the process printed so far.
-func (p *Process) Output() string { return p.out.String() }
+func (p *Process) Output() string {
+	if p.stdout != nil {
+		return p.out.String() + p.stdout.String()
+	}
+	return p.out.String()
+}
 
-// Stdout is what the process printed on standard output so far.
-func (p *Process) Stdout() string { return p.stdout.String() }
+// Stdout is what a process started by StartCommand printed on standard
+// output so far; for other processes, everything it printed.
+func (p *Process) Stdout() string {
+	if p.stdout != nil {
+		return p.stdout.String()
+	}
+	return p.out.String()
+}
 
 // Signal sends sig to the process itself (autox), not to its group.
 func (p *Process) Signal(sig syscall.Signal) {

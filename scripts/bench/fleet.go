@@ -37,6 +37,9 @@ func autoxRun(o options, cluster *testenv.Cluster, work, file, config string) (c
 	if o.workers > 0 {
 		args = append(args, "--workers", strconv.Itoa(o.workers))
 	}
+	if o.pageSize > 0 {
+		args = append(args, "--list-page-size", strconv.FormatInt(o.pageSize, 10))
+	}
 	return cfgPath, httpAddr, args, nil
 }
 

@@ -26,20 +26,47 @@ type options struct {
 	seed, selector                              bool
 	chart                                       string
 	resync                                      time.Duration
+	// pageSize is autox's --list-page-size; listPages the page sizes the
+	// lists phase measures.
+	pageSize  int64
+	listPages []int64
+	// out is the directory the run's results go to (JSON, for --plot).
+	out string
 }
 
 func main() {
 	var o options
-	flag.IntVar(&o.triggers, "triggers", 200, "trigger Deployments (each with 2 releases)")
+	var listPages, plot string
+	flag.IntVar(&o.triggers, "triggers", 200, "trigger Deployments (each with 2 releases); with --selector, matching Deployments (one release each)")
 	flag.IntVar(&o.relabels, "relabels", 50, "relabels for the reaction latency")
 	flag.IntVar(&o.workers, "workers", 0, "autox --workers (0: autox's default)")
 	flag.IntVar(&o.floorWorkers, "floor-workers", 16, "releases the floor client installs in parallel")
 	flag.StringVar(&o.chart, "chart", "one", "chart of testdata/charts every release installs")
 	flag.BoolVar(&o.seed, "seed", false, "instead of timing autox's cold convergence, write the releases autox would install (the floor's way, with autox's labels) and start autox on them: for fleets too big to converge within a run")
-	flag.BoolVar(&o.selector, "selector", false, "instead: one selector spec serving --triggers matching Deployments with one release each (cold convergence, no-op pass, restart, RSS)")
+	flag.BoolVar(&o.selector, "selector", false, "instead: one selector spec serving --triggers matching Deployments with one release each, beside half as many it does not match (floor, cold convergence, quiet pass, lists, restart; no baseline, no relabels)")
 	flag.IntVar(&o.baselineSample, "baseline-sample", 0, "run the helm baseline for only this many releases and extrapolate (0: all)")
 	flag.DurationVar(&o.resync, "resync", 20*time.Second, "autox --resync (the no-op pass is the first periodic pass after convergence)")
+	flag.Int64Var(&o.pageSize, "page-size", 0, "autox --list-page-size (0: one response)")
+	flag.StringVar(&listPages, "list-pages", "0,500,5000", "page sizes at which the lists phase times the pass's two large LISTs and the API server's memory (0: one response; empty: no lists phase)")
+	flag.StringVar(&o.out, "out", "", "directory to write this run's results to (fleet-N.json or selector-N.json), for --plot")
+	flag.StringVar(&plot, "plot", "", "instead of a run: read the results in this directory, write growth.svg there and print the growth table")
 	flag.Parse()
+	var err error
+	if o.listPages, err = parsePages(listPages); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	if o.seed && o.selector {
+		fmt.Fprintln(os.Stderr, "bench: --seed works with named triggers only")
+		os.Exit(2)
+	}
+	if plot != "" {
+		if err := growth(plot); err != nil {
+			fmt.Fprintln(os.Stderr, "bench failed:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := bench(ctx, o); err != nil {
@@ -63,8 +90,10 @@ type run struct {
 	helm    string
 	work    string
 	chart   string
-	total   int
-	r       results
+	// config is autox's config file; total the releases it makes.
+	config string
+	total  int
+	r      results
 }
 
 func bench(ctx context.Context, o options) error {
@@ -84,10 +113,12 @@ func bench(ctx context.Context, o options) error {
 		return err
 	}
 	helm := filepath.Join(work, "helm")
-	build := exec.CommandContext(ctx, "go", "build", "-o", helm, "helm.sh/helm/v3/cmd/helm")
-	build.Dir = filepath.Join(root, "scripts", "helmcli")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build helm: %w\n%s", err, out)
+	if !o.selector {
+		build := exec.CommandContext(ctx, "go", "build", "-o", helm, "helm.sh/helm/v3/cmd/helm")
+		build.Dir = filepath.Join(root, "scripts", "helmcli")
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("build helm: %w\n%s", err, out)
+		}
 	}
 
 	note("starting kube-apiserver and etcd")
@@ -105,18 +136,37 @@ func bench(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	chart := filepath.Join(root, "testdata", "charts", o.chart)
+	b := &run{o: o, cluster: cluster, autox: autox, helm: helm, work: work, chart: filepath.Join(root, "testdata", "charts", o.chart),
+		r: results{Mode: "fleet", Triggers: o.triggers, Chart: o.chart, Workers: o.workers, PageSize: o.pageSize,
+			FloorWorkers: o.floorWorkers, BaselineSample: o.baselineSample, Date: time.Now().UTC().Format("2006-01-02 15:04 MST"),
+			Load: map[string]float64{}, ServerPeak: map[string]int64{}}}
 	if o.selector {
-		return benchSelector(ctx, o, cluster, autox, work, chart)
+		b.r.Mode, b.total, b.config = "selector", o.triggers, selectorYAML(o.triggers, b.chart)
+		note("creating %d matching and %d other Deployments", o.triggers, o.triggers/2)
+		if err := createSelected(ctx, cluster.Client, o.triggers); err != nil {
+			return err
+		}
+	} else {
+		b.total, b.config = o.triggers*releasesPerTrigger, configYAML(o.triggers, b.chart)
+		note("creating %d trigger Deployments", o.triggers)
+		if err := createTriggers(ctx, cluster.Client, o.triggers); err != nil {
+			return err
+		}
 	}
-	note("creating %d trigger Deployments", o.triggers)
-	if err := createTriggers(ctx, cluster.Client, o.triggers); err != nil {
+	b.r.Releases = b.total
+	if err := b.phases(ctx); err != nil {
 		return err
 	}
-	b := &run{o: o, cluster: cluster, autox: autox, helm: helm, work: work, chart: chart, total: o.triggers * releasesPerTrigger,
-		r: results{Triggers: o.triggers, Releases: o.triggers * releasesPerTrigger}}
-	if err := b.baseline(ctx); err != nil {
-		return err
+	fmt.Print(b.r.table(o))
+	return b.r.save(o.out)
+}
+
+// phases runs the phases of b in order (see phases.go).
+func (b *run) phases(ctx context.Context) error {
+	if !b.o.selector {
+		if err := b.baseline(ctx); err != nil {
+			return err
+		}
 	}
 	if err := b.floor(ctx); err != nil {
 		return err
@@ -129,21 +179,19 @@ func bench(ctx context.Context, o options) error {
 	if err := b.quiet(ctx, p, httpAddr); err != nil {
 		return err
 	}
-	restarted, err := b.restart(ctx, p, args)
-	if err != nil {
+	if len(b.o.listPages) > 0 {
+		if err := b.lists(ctx); err != nil {
+			return err
+		}
+	}
+	if p, err = b.restart(ctx, p, args); err != nil {
 		return err
 	}
-	p = restarted
-	if err := b.relabels(ctx, p); err != nil {
-		return err
+	if !b.o.selector {
+		if err := b.relabels(ctx, p); err != nil {
+			return err
+		}
 	}
 	p.stop()
-	fmt.Print(b.r.table(o))
 	return nil
 }
-
-// ---- the autox process and its log ----
-
-// ---- the table ----
-
-// ---- autox's API requests, from its /metrics ----

@@ -30,6 +30,7 @@ func (b *run) baseline(ctx context.Context) error {
 	}
 	b.r.Baseline = time.Since(start) * time.Duration(b.total) / time.Duration(n)
 	b.r.BaselineSampled = n < b.total
+	b.r.Load["baseline"] = loadAvg()
 	return nil
 }
 
@@ -37,12 +38,14 @@ func (b *run) baseline(ctx context.Context) error {
 func (b *run) floor(ctx context.Context) error {
 	note("floor: the writes of %d releases with %d workers", b.total, b.o.floorWorkers)
 	serverBefore := serverCPU()
+	resetServerPeak()
 	fl, err := runFloor(ctx, b.cluster.Config, "floor", b.chart, floorPlans(b.total), b.o.floorWorkers)
 	if err != nil {
 		return err
 	}
 	b.r.FloorServerCPU = serverCPU() - serverBefore
 	b.r.Floor, b.r.FloorWrites = fl.took, fl.writes
+	b.r.ServerPeak["floor"], b.r.Load["floor"] = serverPeak(), loadAvg()
 	return nil
 }
 
@@ -50,7 +53,7 @@ func (b *run) floor(ctx context.Context) error {
 // releases it would have installed): the process, its arguments and its
 // metrics address.
 func (b *run) cold(ctx context.Context) (*process, []string, string, error) {
-	cfgPath, httpAddr, args, err := autoxRun(b.o, b.cluster, b.work, "config.yaml", configYAML(b.o.triggers, b.chart))
+	cfgPath, httpAddr, args, err := autoxRun(b.o, b.cluster, b.work, "config.yaml", b.config)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -71,6 +74,7 @@ func (b *run) cold(ctx context.Context) (*process, []string, string, error) {
 	}
 	note("autox: cold convergence of %d releases", b.total)
 	serverBefore := serverCPU()
+	resetServerPeak()
 	p, err := startAutox(ctx, b.autox, args)
 	if err != nil {
 		return nil, nil, "", err
@@ -92,6 +96,7 @@ func (b *run) cold(ctx context.Context) (*process, []string, string, error) {
 	r.ColdServerCPU = serverCPU() - serverBefore
 	r.InstallMean = p.meanDuration("release install")
 	r.ColdRSS = p.peakRSS()
+	r.ServerPeak["cold"], r.Load["cold"] = serverPeak(), loadAvg()
 	r.ColdRequests = p.lastRequests()
 	if r.ColdByKind, err = scrapeRequests(httpAddr); err != nil {
 		p.kill()
@@ -106,6 +111,7 @@ func (b *run) cold(ctx context.Context) (*process, []string, string, error) {
 func (b *run) quiet(ctx context.Context, p *process, httpAddr string) error {
 	r := &b.r
 	p.resetPeak()
+	resetServerPeak()
 	convergedAt := time.Now()
 	note("autox: waiting for a periodic pass with nothing to do (--resync %s)", b.o.resync)
 	var pass line
@@ -146,12 +152,14 @@ func (b *run) quiet(ctx context.Context, p *process, httpAddr string) error {
 	r.QuietByKind = afterNext.minus(afterPass)
 	r.NoopWrites += p.writesSince(firstEnd)
 	r.NoopRSS = p.peakRSS()
+	r.ServerPeak["quiet"], r.Load["quiet"] = serverPeak(), loadAvg()
 	return nil
 }
 
 // restart starts a new process with the same config, until its first
 // complete pass, and returns it.
 func (b *run) restart(ctx context.Context, p *process, args []string) (*process, error) {
+	resetServerPeak()
 	p, err := restartAutox(ctx, p, b.autox, args)
 	if err != nil {
 		return nil, err
@@ -160,6 +168,7 @@ func (b *run) restart(ctx context.Context, p *process, args []string) (*process,
 	b.r.RestartWrites = p.writesSince(p.started)
 	b.r.RestartRSS = p.peakRSS()
 	b.r.RestartRequests = p.lastRequests()
+	b.r.ServerPeak["restart"], b.r.Load["restart"] = serverPeak(), loadAvg()
 	return p, nil
 }
 
@@ -185,5 +194,6 @@ func (b *run) relabels(ctx context.Context, p *process) error {
 		}
 	}
 	b.r.ReactionRSS = p.peakRSS()
+	b.r.Load["relabels"] = loadAvg()
 	return nil
 }

@@ -152,22 +152,8 @@ func (p *process) cpuTime() time.Duration { return cpuTimeOf(p.cmd.Process.Pid) 
 // (kube-apiserver and etcd, its children) used so far.
 func serverCPU() time.Duration {
 	var sum time.Duration
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		s := string(data)
-		name := s[strings.Index(s, "(")+1 : strings.LastIndex(s, ")")]
-		f := strings.Fields(s[strings.LastIndex(s, ")")+2:])
-		if len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) && (name == "kube-apiserver" || name == "etcd") {
-			sum += cpuTimeOf(pid)
-		}
+	for _, pid := range append(children("kube-apiserver"), children("etcd")...) {
+		sum += cpuTimeOf(pid)
 	}
 	return sum
 }
@@ -207,13 +193,23 @@ func (p *process) meanDuration(msg string) time.Duration {
 	return time.Duration(sum / float64(n) * float64(time.Millisecond))
 }
 
+// isHelmWrite tells the log line of a Helm operation (apply's "release
+// <action>", failed ones included) from other lines about releases.
+func isHelmWrite(msg string) bool {
+	switch strings.TrimSuffix(msg, " failed") {
+	case "release install", "release upgrade", "release reinstall", "release uninstall", "release rollback":
+		return true
+	}
+	return false
+}
+
 // writesSince counts Helm writes logged after t.
 func (p *process) writesSince(t time.Time) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
 	for _, l := range p.lines {
-		if l.at.After(t) && strings.HasPrefix(l.Message, "release ") {
+		if l.at.After(t) && isHelmWrite(l.Message) {
 			n++
 		}
 	}
@@ -247,19 +243,7 @@ func (p *process) waitFor(ctx context.Context, timeout time.Duration, cond func(
 }
 
 // peakRSS is the process's peak resident set since start or resetPeak.
-func (p *process) peakRSS() int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
-}
+func (p *process) peakRSS() int64 { return statusKB(p.cmd.Process.Pid, "VmHWM") }
 
 // resetPeak starts a new peak RSS measurement (Linux clear_refs 5).
 func (p *process) resetPeak() {

@@ -32,8 +32,8 @@ type Helm interface {
 	Install(ctx context.Context, d helmops.Desired) (int, error)
 	Upgrade(ctx context.Context, d helmops.Desired) (int, error)
 	Reinstall(ctx context.Context, d helmops.Desired) (int, error)
-	UninstallWith(ctx context.Context, namespace, name string, hide *redact.Redactor, p helmops.Policy) error
-	RollbackWith(ctx context.Context, namespace, name string, toRevision int, hide *redact.Redactor, p helmops.Policy) error
+	UninstallWith(ctx context.Context, namespace, name string, current int, hide *redact.Redactor, p helmops.Policy) error
+	RollbackWith(ctx context.Context, namespace, name string, current, toRevision int, hide *redact.Redactor, p helmops.Policy) error
 	Adopt(ctx context.Context, a helmops.Adoption) error
 	DryRunReplacement(ctx context.Context, d helmops.Desired, old helmops.Ref) error
 }
@@ -341,9 +341,9 @@ func (a *Applier) write(ctx context.Context, o *observe.Observed, s plan.Step) (
 	}
 	switch s.Action {
 	case plan.ActionUninstall:
-		return s.Revision, h.UninstallWith(ctx, s.Namespace, s.Release, s.Hide, policyOf(o, s))
+		return s.Revision, h.UninstallWith(ctx, s.Namespace, s.Release, s.Revision, s.Hide, policyOf(o, s))
 	case plan.ActionRollback:
-		return s.Revision + 1, h.RollbackWith(ctx, s.Namespace, s.Release, s.RollbackTo, s.Hide, policyOf(o, s))
+		return s.Revision + 1, h.RollbackWith(ctx, s.Namespace, s.Release, s.Revision, s.RollbackTo, s.Hide, policyOf(o, s))
 	case plan.ActionAdopt:
 		// Relabelling writes the release's records: as its account too.
 		if s.AdoptFrom == nil {
@@ -393,7 +393,7 @@ func (a *Applier) desired(ctx context.Context, o *observe.Observed, s plan.Step)
 		}
 	}
 	return helmops.Desired{Spec: s.Spec, ReleaseSpec: s.ReleaseSpec, Object: o.Object, Name: s.Release, Namespace: s.Namespace, Chart: ch,
-		Values: s.Desired.Values, Digest: s.Desired.Digest, Revision: s.Desired.Revision, Redact: s.Hide, Policy: policyOf(o, s)}, nil
+		Values: s.Desired.Values, Digest: s.Desired.Digest, Revision: s.Desired.Revision, Current: s.Revision, Redact: s.Hide, Policy: policyOf(o, s)}, nil
 }
 
 var eventReasons = map[plan.Action]string{

@@ -62,7 +62,7 @@ func (h *stepHelm) Install(_ context.Context, d helmops.Desired) (int, error) {
 	})
 }
 
-func (h *stepHelm) UninstallWith(_ context.Context, _, name string, _ *redact.Redactor, _ helmops.Policy) error {
+func (h *stepHelm) UninstallWith(_ context.Context, _, name string, _ int, _ *redact.Redactor, _ helmops.Policy) error {
 	return h.op(name, true, func() error {
 		if name == "bad" {
 			return fmt.Errorf("uninstall of %s failed", name)
@@ -152,7 +152,7 @@ func (h *orderHelm) Install(_ context.Context, d helmops.Desired) (int, error) {
 	return 1, nil
 }
 
-func (h *orderHelm) UninstallWith(_ context.Context, ns, name string, _ *redact.Redactor, _ helmops.Policy) error {
+func (h *orderHelm) UninstallWith(_ context.Context, ns, name string, _ int, _ *redact.Redactor, _ helmops.Policy) error {
 	h.record("uninstall " + ns + "/" + name)
 	return nil
 }

@@ -142,6 +142,49 @@ func (ob *Observer) listObjects(ctx context.Context, cfg *config.Config, spec *c
 	return out, nil
 }
 
+// specObjects returns what the sweep needs of a selector spec's releases:
+// which objects they name, and whole releases where the labels do not
+// tell (releases naming no object, made before the spec had a selector,
+// and long object names, whose whole name is in the values). From record
+// metadata (the index, where there is one) when every release names its
+// object in full: the sweep of a spec with thousands of objects then reads
+// no release record (a release whose newest record does not decode but
+// whose labels name its object is its object's: that object's reconcile
+// reads it and fails). Releases in a namespace that cannot be read are not
+// seen: their objects' own reconciles report that namespace, and nothing
+// there is taken for absent. undecodable are the spec's releases read whole
+// whose newest record does not decode (helmops.FailedReleases).
+func (ob *Observer) specObjects(ctx context.Context, specName string) (rels []*format.Release, undecodable map[string]error, err error) {
+	if ob.opts.Records != nil {
+		recs, err := ob.opts.Records.Managed(ctx, ob.opts.GCNamespaces())
+		if err != nil && helmops.FailedNamespaces(err) == nil {
+			return nil, nil, fmt.Errorf("cannot read releases of spec %s: %w", specName, err)
+		}
+		var out []*format.Release
+		whole := true
+		for _, r := range recs {
+			if r.Spec != specName {
+				continue
+			}
+			if r.ObjectName == "" || !format.ObjectLabelIsName(r.ObjectName) {
+				whole = false
+				break
+			}
+			out = append(out, &format.Release{Name: r.Name, Namespace: r.Namespace, Spec: r.Spec, ReleaseSpec: r.ReleaseSpec,
+				Instance: r.Instance, ObjectNamespace: r.ObjectNamespace, ObjectName: r.ObjectName, Revision: r.Revision})
+		}
+		if whole {
+			return out, nil, nil
+		}
+	}
+	rels, err = ob.opts.Releases.SpecReleases(ctx, ob.opts.GCNamespaces(), specName)
+	undecodable = helmops.FailedReleases(err)
+	if err != nil && helmops.FailedNamespaces(err) == nil && undecodable == nil {
+		return nil, nil, fmt.Errorf("cannot read releases of spec %s: %w", specName, err)
+	}
+	return rels, undecodable, nil
+}
+
 // overLimit tells whether a wanted object without releases is past its
 // spec's maxObjects (an object with releases never is: the bound never
 // takes them away). The last admission answers; without one, or when it
@@ -183,13 +226,9 @@ func (ob *Observer) SelectorObjects(ctx context.Context, cfg *config.Config, spe
 	if err != nil {
 		return nil, nil, err
 	}
-	// Releases in a namespace that cannot be read are not seen: their
-	// objects' own reconciles report that namespace, and nothing there is
-	// taken for absent.
-	rels, err := ob.opts.Releases.SpecReleases(ctx, ob.opts.GCNamespaces(), specName)
-	undecodable := helmops.FailedReleases(err)
-	if err != nil && helmops.FailedNamespaces(err) == nil && undecodable == nil {
-		return nil, nil, fmt.Errorf("cannot read releases of spec %s: %w", specName, err)
+	rels, undecodable, err := ob.specObjects(ctx, specName)
+	if err != nil {
+		return nil, nil, err
 	}
 	var unattributedRels []*format.Release
 	withReleases := map[format.Object]bool{}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/apistatus"
+	"github.com/autox-dev/autox/internal/pages"
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
@@ -28,6 +29,8 @@ type TriggerReader struct {
 	Client metadata.Interface
 	// Mapper, if set, names the object's kind so that Events can be attached to it.
 	Mapper meta.RESTMapper
+	// PageSize is the page size of List (0: one response; --list-page-size).
+	PageSize int64
 }
 
 // Get reads one trigger: the decision's view of the object, and a reference
@@ -74,18 +77,18 @@ func resourceName(t config.Trigger) string {
 }
 
 // List reads every trigger object of one (resource, namespace, selector)
-// live, in one request: what a periodic pass hands each spec instead of a
-// GET per trigger.
+// live, in one request (or PageSize per page): what a periodic pass hands
+// each spec instead of a GET per trigger.
 func (r TriggerReader) List(ctx context.Context, k ListKey) (map[string]plan.TriggerRead, error) {
-	list, err := r.Client.Resource(k.GVR).Namespace(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: k.Selector})
+	items, err := pages.Metadata(ctx, r.Client.Resource(k.GVR).Namespace(k.Namespace), metav1.ListOptions{LabelSelector: k.Selector}, r.PageSize)
 	if err != nil {
 		if k.Selector != "" {
 			return nil, fmt.Errorf("cannot list %s in namespace %s with selector %s: %w", k.GVR.String(), k.Namespace, k.Selector, err)
 		}
 		return nil, fmt.Errorf("cannot list %s in namespace %s: %w", k.GVR.String(), k.Namespace, err)
 	}
-	objs := make(map[string]plan.TriggerRead, len(list.Items))
-	for _, item := range list.Items {
+	objs := make(map[string]plan.TriggerRead, len(items))
+	for _, item := range items {
 		objs[item.Name] = plan.TriggerRead{Found: true, Labels: item.Labels}
 	}
 	return objs, nil

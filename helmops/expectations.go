@@ -1,0 +1,200 @@
+package helmops
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// expectations are the release record writes this process made that the
+// index has not shown yet: read-your-writes for the index. A reconcile that
+// follows its own install closely (an event, a pass) would otherwise find no
+// record in an index a moment behind, and install again (which Helm
+// refuses: an error and a retry for nothing). A release with a write not yet
+// seen is waited for briefly, then read live.
+//
+// An expectation is registered before the write and dropped when the write
+// fails; the index's handler drops it when it shows the record as written
+// (its status label, or its deletion). A write the index will never show as
+// such (overwritten by someone else before the watch delivered it, or
+// folded into a relist) stops counting after expectationTTL: by then the
+// index holds whatever came after it.
+type expectations struct {
+	mu sync.Mutex
+	// byNS maps namespace → record key → what was written.
+	byNS map[string]map[string]expectation
+	// changed is closed, and replaced, whenever an expectation goes.
+	changed chan struct{}
+	now     func() time.Time
+}
+
+type expectation struct {
+	release string
+	labels  map[string]string // the release labels written (autox's), for lookups by spec
+	status  string            // the status label written; "" for a deletion
+	at      time.Time
+}
+
+// expectationTTL bounds how long a write the index does not show is waited
+// for by name.
+const expectationTTL = 30 * time.Second
+
+// awaitOwnWrites bounds how long a read waits for the index to show this
+// process's own writes of a release before it reads that release live.
+const awaitOwnWrites = 2 * time.Second
+
+func newExpectations() *expectations {
+	return &expectations{byNS: map[string]map[string]expectation{}, changed: make(chan struct{}), now: time.Now}
+}
+
+// expect registers a write of record key; the returned func withdraws it
+// (the write failed).
+func (e *expectations) expect(namespace, key string, x expectation) (withdraw func()) {
+	if e == nil {
+		return func() {}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x.at = e.now()
+	if e.byNS[namespace] == nil {
+		e.byNS[namespace] = map[string]expectation{}
+	}
+	e.byNS[namespace][key] = x
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if cur, ok := e.byNS[namespace][key]; ok && cur.at.Equal(x.at) && cur.status == x.status {
+			e.drop(namespace, key)
+		}
+	}
+}
+
+// seen is the index's handler: the record as the index now shows it.
+func (e *expectations) seen(namespace string, obj interface{}, deleted bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj, deleted = d.Obj, true
+	}
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x, ok := e.byNS[namespace][m.Name]
+	if !ok {
+		return
+	}
+	if deleted == (x.status == "") && (deleted || m.Labels["status"] == x.status) {
+		e.drop(namespace, m.Name)
+	}
+}
+
+// drop removes an expectation; e.mu is held.
+func (e *expectations) drop(namespace, key string) {
+	delete(e.byNS[namespace], key)
+	if len(e.byNS[namespace]) == 0 {
+		delete(e.byNS, namespace)
+	}
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+// pending returns the releases of namespace with writes not yet seen whose
+// labels match (nil matches every one), and a channel closed at the next
+// change.
+func (e *expectations) pending(namespace string, match func(labels map[string]string) bool) (map[string]bool, <-chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]bool{}
+	now := e.now()
+	for _, x := range e.byNS[namespace] {
+		if now.Sub(x.at) < expectationTTL && (match == nil || match(x.labels)) {
+			out[x.release] = true
+		}
+	}
+	return out, e.changed
+}
+
+// settled waits until release name in namespace has no write the index has
+// not shown, for at most awaitOwnWrites; false means read it live.
+func (e *expectations) settled(ctx context.Context, namespace, name string) bool {
+	if e == nil {
+		return true
+	}
+	timeout := time.NewTimer(awaitOwnWrites)
+	defer timeout.Stop()
+	for {
+		names, changed := e.pending(namespace, nil)
+		if !names[name] {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// trackedDriver is the storage driver of one operation of a Manager with an
+// index: it registers each record write with the index's expectations.
+type trackedDriver struct {
+	driver.Driver
+	expect    *expectations
+	namespace string
+}
+
+func (d *trackedDriver) Create(key string, rls *release.Release) error {
+	withdraw := d.expect.expect(d.namespace, key, written(rls))
+	err := d.Driver.Create(key, rls)
+	if err != nil {
+		withdraw()
+	}
+	return err
+}
+
+func (d *trackedDriver) Update(key string, rls *release.Release) error {
+	withdraw := d.expect.expect(d.namespace, key, written(rls))
+	err := d.Driver.Update(key, rls)
+	if err != nil {
+		withdraw()
+	}
+	return err
+}
+
+func (d *trackedDriver) Delete(key string) (*release.Release, error) {
+	withdraw := d.expect.expect(d.namespace, key, expectation{release: releaseOfKey(key)})
+	rls, err := d.Driver.Delete(key)
+	if err != nil {
+		withdraw()
+	}
+	return rls, err
+}
+
+func written(rls *release.Release) expectation {
+	x := expectation{release: rls.Name, labels: rls.Labels}
+	if rls.Info != nil {
+		x.status = rls.Info.Status.String()
+	}
+	if x.status == "" {
+		x.status = "unknown" // never "": that means a deletion
+	}
+	return x
+}
+
+// releaseOfKey is the release name in a record key, sh.helm.release.v1.<name>.v<revision>.
+func releaseOfKey(key string) string {
+	name := strings.TrimPrefix(key, recordKeyPrefix)
+	if i := strings.LastIndex(name, ".v"); i >= 0 {
+		name = name[:i]
+	}
+	return name
+}

@@ -1,0 +1,43 @@
+// Package pages makes the large metadata LISTs of autox (a pass's triggers,
+// the release records of a namespace) in one response or in pages of a
+// chosen size, through client-go's pager (--list-page-size; BENCHMARKS.md
+// has the measurements that chose the default).
+package pages
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/pager"
+)
+
+// Metadata lists the objects of client that opts select, size per page
+// (0: one response). A list whose continuation expired between pages is
+// read again whole (the pager's fallback), so the result is always one
+// consistent list.
+func Metadata(ctx context.Context, client metadata.ResourceInterface, opts metav1.ListOptions, size int64) ([]metav1.PartialObjectMetadata, error) {
+	if size <= 0 {
+		list, err := client.List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		return list.Items, nil
+	}
+	p := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return client.List(ctx, o)
+	})
+	p.PageSize = size
+	var out []metav1.PartialObjectMetadata
+	err := p.EachListItem(ctx, opts, func(obj runtime.Object) error {
+		m, ok := obj.(*metav1.PartialObjectMetadata)
+		if !ok {
+			return fmt.Errorf("listing returned a %T, not object metadata", obj)
+		}
+		out = append(out, *m)
+		return nil
+	})
+	return out, err
+}
