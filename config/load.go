@@ -213,6 +213,23 @@ var noValue = map[string]string{
 	"specs.*.releaseSpecs.*.chart.version":                 "write the exact chart version, quoted if it looks like a number (e.g. \"1.10\")",
 	"specs.*.releaseSpecs.*.chart.path":                    "write a chart directory or .tgz relative to the config file, or remove the key and use `repo`",
 	"specs.*.releaseSpecs.*.dependsOn[]":                   "write the id of a release spec of this spec, or remove the empty list item",
+	// A pin or an identity that a template left empty must not silently
+	// become "none": no pin, or autox's own (wider) identity.
+	"specs.*.releaseSpecs.*.chart.digest":             "write the chart's digest, sha256:<64 hex digits>, or remove the key",
+	"specs.*.releaseSpecs.*.chart.keyring":            "write `secretName` (and optionally `key`) of the keyring Secret, or remove the key for the --chart-keyring file",
+	"specs.*.releaseSpecs.*.chart.keyring.secretName": "write the name of the Secret holding the keyring",
+	"specs.*.serviceAccountName":                      serviceAccountHint,
+	"specs.*.releaseSpecs.*.serviceAccountName":       serviceAccountHint,
+}
+
+const serviceAccountHint = "write the name of a service account in the release's namespace, or remove the key (the release then runs as the spec's account, --default-service-account, or autox's own identity)"
+
+// nonEmpty lists the string places where "" is an error rather than
+// "omitted", for the same reason as noValue's entries for them.
+var nonEmpty = map[string]string{
+	"specs.*.releaseSpecs.*.chart.digest":       "write the chart's digest, sha256:<64 hex digits>, or remove the key",
+	"specs.*.serviceAccountName":                serviceAccountHint,
+	"specs.*.releaseSpecs.*.serviceAccountName": serviceAccountHint,
 }
 
 // positive lists the integer places whose value must be at least 1. A 0
@@ -321,6 +338,9 @@ func checkShape(node interface{}, typ reflect.Type, at location, problems *[]Pro
 	case reflect.String:
 		switch v := node.(type) {
 		case string:
+			if hint, ok := nonEmpty[at.place]; ok && v == "" {
+				add("is empty; " + hint)
+			}
 		case bool:
 			add(fmt.Sprintf("must be a string, got the boolean %v: YAML reads unquoted yes/no/on/off/y/n/true/false as booleans; quote the value", v))
 		case json.Number:

@@ -216,7 +216,7 @@ func (s *Spec) ForObject(specName, namespace, name string) (*Spec, error) {
 	if namespace == "" || name == "" {
 		return nil, fmt.Errorf("spec %q: object %s/%s needs both a namespace and a name", specName, namespace, name)
 	}
-	out := &Spec{Trigger: s.Trigger, ReleaseSpecs: make(map[string]*ReleaseSpec, len(s.ReleaseSpecs)), Suspend: s.Suspend}
+	out := &Spec{Trigger: s.Trigger, ReleaseSpecs: make(map[string]*ReleaseSpec, len(s.ReleaseSpecs)), ServiceAccountName: s.ServiceAccountName, Suspend: s.Suspend}
 	out.Trigger.Name, out.Trigger.Namespace = name, namespace
 	out.Trigger.Labels = append([]string(nil), s.Trigger.Labels...)
 	if s.Trigger.Labels != nil && out.Trigger.Labels == nil {
@@ -236,6 +236,7 @@ func (s *Spec) ForObject(specName, namespace, name string) (*Spec, error) {
 		if c.Namespace == "" {
 			c.Namespace = namespace
 		}
+		c.Chart.Keyring = keyringIn(rs.Chart.Keyring, c.Namespace)
 		out.ReleaseSpecs[id] = &c
 	}
 	return out, nil

@@ -54,6 +54,12 @@ type Spec struct {
 	// reads as a property of the spec as much as of its trigger. Load moves it
 	// to Trigger.MaxObjects and leaves this 0, so there is one place to read.
 	MaxObjects int `json:"maxObjects,omitempty"`
+	// ServiceAccountName is the service account, in each release's
+	// namespace, that the Helm operations of the spec's releases run as
+	// (impersonated); a release spec's own wins. "" leaves it to the release
+	// spec, then to --default-service-account, then to autox's own identity
+	// (see RunsAs).
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 	// Suspend freezes the spec: autox makes no Helm write for any of its
 	// releases, whatever its trigger does, and keeps reporting (policies.go).
 	Suspend bool `json:"suspend,omitempty"`
@@ -102,6 +108,10 @@ type ReleaseSpec struct {
 	// ValuesFrom are Secrets and ConfigMaps in the release's namespace whose
 	// content goes into the values, in order, under Values (see ValuesFrom).
 	ValuesFrom []ValuesFrom `json:"valuesFrom,omitempty"`
+	// ServiceAccountName is the service account, in the release's
+	// namespace, that the release's Helm operations run as; it wins over
+	// the spec's (see RunsAs).
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 
 	// The release policies (policies.go): how autox runs the release's Helm
 	// operations. None of them is part of the release format: they are in
@@ -118,12 +128,24 @@ type ReleaseSpec struct {
 	DependsOn    []string     `json:"dependsOn,omitempty"`
 }
 
-// Chart says where a chart comes from: a local Path, or Repo+Name+Version.
+// Chart says where a chart comes from: a local Path, or Repo+Name+Version;
+// and how far it is trusted: Digest pins its content, Verify asks for a
+// valid provenance signature (see chart.go).
 type Chart struct {
 	Repo    string `json:"repo,omitempty"`
 	Name    string `json:"name,omitempty"`
 	Version string `json:"version,omitempty"`
 	Path    string `json:"path,omitempty"`
+	// Digest pins the chart's content: "sha256:<64 hex digits>", the OCI
+	// manifest digest of an oci:// chart, else the sha256 of the .tgz
+	// archive. "" pins nothing.
+	Digest string `json:"digest,omitempty"`
+	// Verify checks the chart's provenance file (.prov) against a keyring,
+	// as `helm install --verify` does.
+	Verify bool `json:"verify,omitempty"`
+	// Keyring is the Secret holding the keyring Verify checks with; nil
+	// means the --chart-keyring file.
+	Keyring *Keyring `json:"keyring,omitempty"`
 }
 
 // SpecNames returns the spec names in a stable (sorted) order.

@@ -60,6 +60,7 @@ func applyDefaults(cfg *Config) {
 				rs.OnChange = OnChangeUpgrade
 			}
 			defaultValuesFrom(rs)
+			defaultKeyring(rs)
 			defaultPolicies(rs)
 		}
 	}
@@ -156,6 +157,7 @@ func validate(cfg *Config) []Problem {
 			continue
 		}
 		validateTrigger(c, sp, spec)
+		validateSpecTrust(c, sp, spec)
 		selector := spec.Trigger.IsSelector()
 
 		// Two specs on one object would fight over its releases; the version is
@@ -390,6 +392,7 @@ func validateReleaseSpec(c *checker, p string, rs *ReleaseSpec, cfg *Config, sel
 		c.add(p+".values."+InjectedValuesKey, "is reserved: autox sets it to the trigger's identity and labels; rename your key")
 	}
 	validateValuesFrom(c, p+".valuesFrom", rs.ValuesFrom)
+	validateTrust(c, p, rs)
 	validatePolicies(c, p, rs)
 
 	ch := rs.Chart

@@ -138,7 +138,7 @@ func (m *Manager) actionConfig(ctx context.Context, namespace string, hide *reda
 // chart rendered against it drops (upgrade, reinstall).
 func (m *Manager) actionConfigFor(ctx context.Context, namespace string, hide *redact.Redactor, complete bool) (*action.Configuration, error) {
 	cfg := &action.Configuration{}
-	getter := &restGetter{shared: m.discovery, namespace: namespace}
+	getter := &restGetter{shared: m.discovery, config: m.opts.RESTConfig, namespace: namespace}
 	if err := cfg.Init(getter, namespace, m.opts.StorageDriver, m.debugLog(namespace, hide)); err != nil {
 		return nil, fmt.Errorf("cannot set up Helm for namespace %s: %w", namespace, err)
 	}

@@ -34,14 +34,17 @@ type ChartCacheOptions struct {
 	Refresh time.Duration
 	// Timeout bounds one index fetch or chart download (default 2m).
 	Timeout time.Duration
-	Log     zerolog.Logger
-	Now     func() time.Time
+	// Keyrings are what chart.verify checks provenance with.
+	Keyrings Keyrings
+	Log      zerolog.Logger
+	Now      func() time.Time
 }
 
 // ChartCache is the ChartSource for every kind of chart reference: a local
 // path, an http(s) Helm repository, or an oci:// registry. Downloaded charts
-// are verified and cached on disk by digest; each Load parses the cached bytes
-// anew, because Helm mutates the *chart.Chart it installs.
+// are verified and cached on disk by digest (a pinned chart by its pin); each
+// Load parses the cached bytes anew, because Helm mutates the *chart.Chart it
+// installs, and checks a pinned or verified chart again (trust.go).
 type ChartCache struct {
 	opts ChartCacheOptions
 
@@ -81,21 +84,24 @@ func NewChartCache(opts ChartCacheOptions) (*ChartCache, error) {
 // Load returns a freshly parsed chart for ref.
 func (c *ChartCache) Load(ctx context.Context, ref config.Chart, configDir string) (*chart.Chart, error) {
 	if ref.Path != "" {
-		return LocalCharts{}.Load(ctx, ref, configDir)
+		return LocalCharts{Keyrings: c.opts.Keyrings}.Load(ctx, ref, configDir)
 	}
 	var (
-		data []byte
-		err  error
+		a   archive
+		err error
 	)
 	if strings.HasPrefix(ref.Repo, "oci://") {
-		data, err = c.ociChart(ctx, ref)
+		a, err = c.ociChart(ctx, ref)
 	} else {
-		data, err = c.repoChart(ctx, ref)
+		a, err = c.repoChart(ctx, ref)
 	}
 	if err != nil {
 		return nil, err
 	}
-	ch, err := loader.LoadArchive(bytes.NewReader(data))
+	if err := c.opts.Keyrings.verify(ctx, ref, a); err != nil {
+		return nil, err
+	}
+	ch, err := loader.LoadArchive(bytes.NewReader(a.data))
 	if err != nil {
 		return nil, fmt.Errorf("cannot parse chart %s %s from %s: %w", ref.Name, ref.Version, withoutUserinfo(ref.Repo), err)
 	}

@@ -1,9 +1,12 @@
 package helmops
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 
 	"helm.sh/helm/v3/pkg/chart"
@@ -24,10 +27,13 @@ type ChartSource interface {
 var ErrChartSourceUnsupported = errors.New("chart source not supported")
 
 // LocalCharts loads charts from a directory or .tgz named by chart.path,
-// relative to the config file's directory.
-type LocalCharts struct{}
+// relative to the config file's directory. A pinned or verified .tgz is
+// checked first (its provenance file is <path>.prov), with Keyrings.
+type LocalCharts struct {
+	Keyrings Keyrings
+}
 
-func (LocalCharts) Load(_ context.Context, ref config.Chart, configDir string) (*chart.Chart, error) {
+func (l LocalCharts) Load(ctx context.Context, ref config.Chart, configDir string) (*chart.Chart, error) {
 	if ref.Path == "" {
 		return nil, fmt.Errorf("cannot load chart %s %s from %s: %w (only chart.path is supported by this build)", ref.Name, ref.Version, ref.Repo, ErrChartSourceUnsupported)
 	}
@@ -35,7 +41,37 @@ func (LocalCharts) Load(_ context.Context, ref config.Chart, configDir string) (
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(configDir, p)
 	}
+	if ref.Pinned() || ref.Verify {
+		return l.loadTrusted(ctx, ref, p)
+	}
 	c, err := loader.Load(p)
+	if err != nil {
+		return nil, fmt.Errorf("cannot load chart from %s: %w", p, err)
+	}
+	return c, nil
+}
+
+// loadTrusted loads the .tgz at p once its digest and provenance pass.
+func (l LocalCharts) loadTrusted(ctx context.Context, ref config.Chart, p string) (*chart.Chart, error) {
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("cannot load chart from %s: %w", p, err)
+	}
+	a := archive{name: filepath.Base(p), data: data, where: p}
+	if ref.Verify {
+		prov, err := os.ReadFile(p + ".prov")
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("cannot read the provenance file of chart %s: %w", p, err)
+		}
+		a.prov = prov
+	}
+	if err := checkPin(ref, a); err != nil {
+		return nil, err
+	}
+	if err := l.Keyrings.verify(ctx, ref, a); err != nil {
+		return nil, err
+	}
+	c, err := loader.LoadArchive(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("cannot load chart from %s: %w", p, err)
 	}

@@ -27,8 +27,40 @@ func (c *ChartCache) cached(key string) ([]byte, bool) {
 	return data, true
 }
 
-func (c *ChartCache) store(key string, data []byte) {
-	path := filepath.Join(c.opts.Dir, "charts", key+".tgz")
+// cachedArchive returns the cached archive of key, with its cached
+// provenance file when verify needs one (else it is not found: the
+// provenance file is fetched with the archive).
+func (c *ChartCache) cachedArchive(key string, verify bool) (archive, bool) {
+	data, ok := c.cached(key)
+	if !ok {
+		return archive{}, false
+	}
+	a := archive{data: data}
+	if verify {
+		if a.prov = c.cachedProv(key); a.prov == nil {
+			return archive{}, false
+		}
+	}
+	return a, true
+}
+
+// cachedProv returns the provenance file stored with a cached archive, nil
+// for none. It needs no check of its own: chart.verify checks it each time.
+func (c *ChartCache) cachedProv(key string) []byte {
+	data, err := os.ReadFile(filepath.Join(c.opts.Dir, "charts", key+".tgz.prov"))
+	if err != nil {
+		return nil
+	}
+	return data
+}
+
+func (c *ChartCache) store(key string, data []byte) { c.write(key+".tgz", data) }
+
+// storeProv keeps an archive's provenance file next to it.
+func (c *ChartCache) storeProv(key string, prov []byte) { c.write(key+".tgz.prov", prov) }
+
+func (c *ChartCache) write(name string, data []byte) {
+	path := filepath.Join(c.opts.Dir, "charts", name)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err == nil {
 		err = os.Rename(tmp, path)

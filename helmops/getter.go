@@ -38,16 +38,19 @@ func (s *sharedDiscovery) init() error {
 }
 
 // restGetter is the genericclioptions.RESTClientGetter Helm's action package
-// wants, built from autox's one rest.Config and bound to one namespace.
+// wants, bound to one namespace: Helm's clients are built from config (the
+// Manager's: autox's one rest.Config, or a copy impersonating a service
+// account, see identity.go), its discovery and REST mapping are shared.
 type restGetter struct {
 	shared    *sharedDiscovery
+	config    *rest.Config
 	namespace string
 }
 
 var _ genericclioptions.RESTClientGetter = (*restGetter)(nil)
 
 func (g *restGetter) ToRESTConfig() (*rest.Config, error) {
-	return rest.CopyConfig(g.shared.config), nil
+	return rest.CopyConfig(g.config), nil
 }
 
 func (g *restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
@@ -67,7 +70,7 @@ func (g *restGetter) ToRESTMapper() (meta.RESTMapper, error) {
 // ToRawKubeConfigLoader only serves the namespace: Helm asks it which namespace
 // objects without one go to.
 func (g *restGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
-	return namespaceOnly{namespace: g.namespace, config: g.shared.config}
+	return namespaceOnly{namespace: g.namespace, config: g.config}
 }
 
 type namespaceOnly struct {

@@ -65,7 +65,7 @@ var ociRegistryGoroutines = []goleak.Option{
 // plane, as goleak.VerifyTestMain's m.
 type withControlPlane struct{ m *testing.M }
 
-func (w withControlPlane) Run() int { return testenv.RunMain(w.m, &cluster) }
+func (w withControlPlane) Run() int { return testenv.RunMainAudited(w.m, &cluster) }
 
 func chartsDir(t *testing.T) string {
 	root, err := testenv.ModuleRoot()

@@ -74,6 +74,9 @@ func (m *Manager) install(ctx context.Context, d Desired, complete bool) (int, e
 	if err := notStarted(ctx, "install", d.Namespace, d.Name); err != nil {
 		return 0, err
 	}
+	if err := m.preflight(ctx, d); err != nil {
+		return 0, err
+	}
 	in, cfg, err := m.newInstall(ctx, d, complete)
 	if err != nil {
 		return 0, err

@@ -88,6 +88,11 @@ type Manager struct {
 	capsMu sync.Mutex
 	caps   *chartutil.Capabilities
 	capsAt time.Time
+
+	// as is the service account the operations run as (zero: autox's own
+	// identity); identities are the Managers As made of this one.
+	as         ServiceAccount
+	identities identities
 }
 
 // New returns a Manager for the cluster of opts.RESTConfig, using

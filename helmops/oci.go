@@ -84,18 +84,34 @@ func (r *releaseOnClose) Close() error {
 	return err
 }
 
-func (c *ChartCache) ociChart(ctx context.Context, ref config.Chart) ([]byte, error) {
+// ociChart pulls an oci:// chart, by the digest its tag resolves to. A
+// pinned chart's tag is resolved at every load and must still name the
+// pin, and it is pulled by the pin: a re-pushed tag is an error, never
+// another chart.
+func (c *ChartCache) ociChart(ctx context.Context, ref config.Chart) (archive, error) {
 	reg, err := c.registry(ctx)
 	if err != nil {
-		return nil, err
+		return archive{}, err
 	}
-	full := strings.TrimSuffix(strings.TrimPrefix(ref.Repo, "oci://"), "/") + "/" + ref.Name + ":" + strings.ReplaceAll(ref.Version, "+", "_")
+	repository := strings.TrimSuffix(strings.TrimPrefix(ref.Repo, "oci://"), "/") + "/" + ref.Name
+	full := repository + ":" + strings.ReplaceAll(ref.Version, "+", "_")
+	where := "oci://" + full
 	now := c.opts.Now()
 
 	c.mu.Lock()
 	tag, known := c.tags[full]
 	c.mu.Unlock()
-	if !known || now.Sub(tag.resolved) >= c.opts.Refresh {
+	if ref.Pinned() {
+		desc, err := reg.Resolve(full)
+		if err != nil {
+			return archive{}, fmt.Errorf("cannot resolve chart %s, pinned to %s: %w", where, ref.Digest, err)
+		}
+		if got := desc.Digest.String(); got != ref.Digest {
+			return archive{}, fmt.Errorf("chart %s now names %s, but chart.digest pins %s: the tag was re-pushed with other content; nothing was changed (push a new version, or pin the new digest once you trust it)",
+				where, got, ref.Digest)
+		}
+		tag = resolvedTag{digest: ref.Digest, resolved: now}
+	} else if !known || now.Sub(tag.resolved) >= c.opts.Refresh {
 		desc, err := reg.Resolve(full)
 		switch {
 		case err == nil:
@@ -104,34 +120,50 @@ func (c *ChartCache) ociChart(ctx context.Context, ref config.Chart) ([]byte, er
 			c.tags[full] = tag
 			c.mu.Unlock()
 		case known:
-			c.opts.Log.Warn().Err(err).Str("chart", "oci://"+full).Msg("cannot resolve the chart tag again; using the digest resolved before")
+			c.opts.Log.Warn().Err(err).Str("chart", where).Msg("cannot resolve the chart tag again; using the digest resolved before")
 		default:
-			return nil, fmt.Errorf("cannot resolve chart oci://%s: %w", full, err)
+			return archive{}, fmt.Errorf("cannot resolve chart %s: %w", where, err)
 		}
 	}
+	// Helm names an OCI chart's archive so; its provenance file signs that name.
+	name := ref.Name + "-" + ref.Version + ".tgz"
 	key := "oci-" + strings.ReplaceAll(tag.digest, ":", "-")
-	if data, ok := c.cached(key); ok {
-		return data, nil
+	if a, ok := c.cachedArchive(key, ref.Verify); ok {
+		a.name, a.where = name, where
+		return a, nil
 	}
 	unlock, err := c.lock(ctx, "oci "+full)
 	if err != nil {
-		return nil, err
+		return archive{}, err
 	}
 	defer unlock()
-	if data, ok := c.cached(key); ok {
-		return data, nil
+	if a, ok := c.cachedArchive(key, ref.Verify); ok {
+		a.name, a.where = name, where
+		return a, nil
 	}
-	res, err := reg.Pull(full, registry.PullOptWithChart(true), registry.PullOptIgnoreMissingProv(true))
+	pull := full
+	if ref.Pinned() {
+		pull = repository + "@" + ref.Digest
+	}
+	res, err := reg.Pull(pull, registry.PullOptWithChart(true), registry.PullOptWithProv(ref.Verify), registry.PullOptIgnoreMissingProv(true))
 	if err != nil {
-		return nil, fmt.Errorf("cannot pull chart oci://%s: %w", full, err)
+		return archive{}, fmt.Errorf("cannot pull chart %s: %w", where, err)
 	}
 	if res.Manifest != nil && res.Manifest.Digest != tag.digest {
+		if ref.Pinned() {
+			return archive{}, fmt.Errorf("chart %s pulled by %s came as %s; nothing was changed", where, ref.Digest, res.Manifest.Digest)
+		}
 		// The tag moved between resolve and pull: keep what was pulled.
 		key = "oci-" + strings.ReplaceAll(res.Manifest.Digest, ":", "-")
 		c.mu.Lock()
 		c.tags[full] = resolvedTag{digest: res.Manifest.Digest, resolved: now}
 		c.mu.Unlock()
 	}
+	a := archive{name: name, data: res.Chart.Data, where: where}
+	if res.Prov != nil && len(res.Prov.Data) > 0 {
+		a.prov = res.Prov.Data
+		c.storeProv(key, a.prov)
+	}
 	c.store(key, res.Chart.Data)
-	return res.Chart.Data, nil
+	return a, nil
 }

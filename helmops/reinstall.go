@@ -93,18 +93,7 @@ func (m *Manager) dryRunInstall(ctx context.Context, d Desired) error {
 // installManifest is what an install of rel creates: its manifest and its
 // install hooks (not, e.g., its test hooks, which only `helm test` creates).
 func installManifest(rel *release.Release) string {
-	var b strings.Builder
-	b.WriteString(rel.Manifest)
-	for _, h := range rel.Hooks {
-		for _, e := range h.Events {
-			if e == release.HookPreInstall || e == release.HookPostInstall {
-				b.WriteString("\n---\n")
-				b.WriteString(h.Manifest)
-				break
-			}
-		}
-	}
-	return b.String()
+	return withHooks(rel, release.HookPreInstall, release.HookPostInstall)
 }
 
 // dryRunCreate sends each object of manifest to the API server as a dry-run

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -32,53 +33,81 @@ type cachedIndex struct {
 	fetched time.Time
 }
 
-func (c *ChartCache) repoChart(ctx context.Context, ref config.Chart) ([]byte, error) {
+func (c *ChartCache) repoChart(ctx context.Context, ref config.Chart) (archive, error) {
 	repoURL := strings.TrimSuffix(ref.Repo, "/")
 	entry, err := c.repoEntry(repoURL)
 	if err != nil {
-		return nil, err
+		return archive{}, err
 	}
 	cv, err := c.chartVersion(ctx, repoURL, entry, ref)
 	if err != nil {
-		return nil, err
+		return archive{}, err
 	}
-	if cv.Digest != "" {
-		if data, ok := c.cached("sha256-" + cv.Digest); ok {
-			return data, nil
+	where := fmt.Sprintf("%s %s from %s", ref.Name, ref.Version, withoutUserinfo(repoURL))
+	// want is the archive's sha256: the pin, which the index (when it
+	// gives one) must agree with, else the index's. The cache is read by
+	// it, so a pinned chart is never served from another archive.
+	want := strings.ToLower(cv.Digest)
+	if ref.Pinned() {
+		pin := strings.TrimPrefix(ref.Digest, "sha256:")
+		if want != "" && want != pin {
+			return archive{}, fmt.Errorf("chart %s: the repository index gives sha256:%s, but chart.digest pins %s: the version was re-published with other content; nothing was changed (publish a new version, or pin the new digest once you trust it)",
+				where, want, ref.Digest)
 		}
+		want = pin
 	}
 	if len(cv.URLs) == 0 {
-		return nil, fmt.Errorf("chart %s %s in repository %s has no download URL", ref.Name, ref.Version, withoutUserinfo(repoURL))
-	}
-	unlock, err := c.lock(ctx, "chart "+repoURL+" "+ref.Name+" "+ref.Version)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if cv.Digest != "" {
-		if data, ok := c.cached("sha256-" + cv.Digest); ok {
-			return data, nil // another worker fetched it meanwhile
-		}
+		return archive{}, fmt.Errorf("chart %s %s in repository %s has no download URL", ref.Name, ref.Version, withoutUserinfo(repoURL))
 	}
 	chartURL, err := resolveURL(repoURL, cv.URLs[0])
 	if err != nil {
-		return nil, fmt.Errorf("chart %s %s in repository %s has a bad URL %q: %w", ref.Name, ref.Version, withoutUserinfo(repoURL), cv.URLs[0], err)
+		return archive{}, fmt.Errorf("chart %s %s in repository %s has a bad URL %q: %w", ref.Name, ref.Version, withoutUserinfo(repoURL), cv.URLs[0], err)
+	}
+	name := path.Base(strings.SplitN(chartURL, "?", 2)[0])
+	if a, ok := c.cachedArchive("sha256-"+want, ref.Verify); want != "" && ok {
+		a.name, a.where = name, where
+		return a, nil
+	}
+	unlock, err := c.lock(ctx, "chart "+repoURL+" "+ref.Name+" "+ref.Version)
+	if err != nil {
+		return archive{}, err
+	}
+	defer unlock()
+	if a, ok := c.cachedArchive("sha256-"+want, ref.Verify); want != "" && ok {
+		a.name, a.where = name, where // another worker fetched it meanwhile
+		return a, nil
 	}
 	// Credentials go to the repository's own host only, unless the entry
 	// says otherwise (Helm's pass_credentials_all).
 	sendAuth := entry.PassCredentialsAll || sameHost(repoURL, chartURL)
 	data, err := c.get(ctx, chartURL, entry, sendAuth)
 	if err != nil {
-		return nil, fmt.Errorf("cannot download chart %s %s: %w", ref.Name, ref.Version, err)
+		return archive{}, fmt.Errorf("cannot download chart %s %s: %w", ref.Name, ref.Version, err)
 	}
-	sum := sha256.Sum256(data)
-	got := hex.EncodeToString(sum[:])
-	if cv.Digest != "" && !strings.EqualFold(cv.Digest, got) {
-		return nil, fmt.Errorf("chart %s %s from %s: digest mismatch: the index says sha256:%s, the download is sha256:%s; the repository is inconsistent or the download was tampered with",
-			ref.Name, ref.Version, withoutUserinfo(chartURL), cv.Digest, got)
+	a := archive{name: name, data: data, where: where}
+	if ref.Pinned() {
+		if err := checkPin(ref, a); err != nil {
+			return archive{}, err
+		}
+	} else if got := strings.TrimPrefix(sha256Digest(data), "sha256:"); want != "" && want != got {
+		return archive{}, fmt.Errorf("chart %s %s from %s: digest mismatch: the index says sha256:%s, the download is sha256:%s; the repository is inconsistent or the download was tampered with",
+			ref.Name, ref.Version, withoutUserinfo(chartURL), want, got)
 	}
-	c.store("sha256-"+got, data)
-	return data, nil
+	key := "sha256-" + strings.TrimPrefix(sha256Digest(data), "sha256:")
+	if ref.Verify {
+		// The provenance file is fetched as Helm's --verify does: the
+		// chart's URL and ".prov"; a missing one fails verify.
+		prov, err := c.get(ctx, chartURL+".prov", entry, sendAuth)
+		if err != nil && !errors.Is(err, errNotFound) {
+			return archive{}, fmt.Errorf("cannot download the provenance file of chart %s %s: %w", ref.Name, ref.Version, err)
+		}
+		if prov != nil {
+			a.prov = prov
+			c.storeProv(key, prov)
+		}
+	}
+	c.store(key, data)
+	return a, nil
 }
 
 // chartVersion finds the exact version in the repository index, fetching the
@@ -194,6 +223,9 @@ func (c *ChartCache) repoEntry(repoURL string) (*repo.Entry, error) {
 }
 
 // get fetches u with the entry's TLS settings and, if sendAuth, its credentials.
+// errNotFound is a GET answered 404 (a provenance file the repository does not have).
+var errNotFound = errors.New("not found")
+
 func (c *ChartCache) get(ctx context.Context, u string, entry *repo.Entry, sendAuth bool) ([]byte, error) {
 	client, err := httpClient(entry)
 	if err != nil {
@@ -224,7 +256,11 @@ func (c *ChartCache) get(ctx context.Context, u string, entry *repo.Entry, sendA
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 			reason += " (check the credentials for this URL in --repository-config)"
 		}
-		return nil, fmt.Errorf("GET %s: %s", withoutUserinfo(u), reason)
+		err := fmt.Errorf("GET %s: %s", withoutUserinfo(u), reason)
+		if resp.StatusCode == http.StatusNotFound {
+			err = fmt.Errorf("%w: %w", errNotFound, err)
+		}
+		return nil, err
 	}
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {

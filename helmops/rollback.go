@@ -31,6 +31,9 @@ func (m *Manager) RollbackWith(ctx context.Context, namespace, name string, curr
 		return fmt.Errorf("cannot roll back release %s/%s: %w", namespace, name, err)
 	}
 	premise(cfg, namespace, name, current)
+	if err := m.preflightRollback(ctx, cfg, namespace, name, toRevision, hide); err != nil {
+		return err
+	}
 	rb := action.NewRollback(cfg)
 	rb.Version = toRevision
 	m.rollbackWith(rb, p)

@@ -51,6 +51,9 @@ func (m *Manager) uninstall(ctx context.Context, namespace, name string, current
 		return fmt.Errorf("cannot uninstall release %s/%s: %w", namespace, name, err)
 	}
 	premise(cfg, namespace, name, current)
+	if err := m.preflightUninstall(ctx, cfg, namespace, name, hide); err != nil {
+		return err
+	}
 	un := action.NewUninstall(cfg)
 	un.Timeout, un.DisableHooks = m.timeout(p), p.DisableHooks
 	if wait {

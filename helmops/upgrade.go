@@ -17,6 +17,9 @@ func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
 	if err := notStarted(ctx, "upgrade", d.Namespace, d.Name); err != nil {
 		return 0, err
 	}
+	if err := m.preflightUpgrade(ctx, d); err != nil {
+		return 0, err
+	}
 	cfg, err := m.actionConfigFor(ctx, d.Namespace, d.Redact, true)
 	if err != nil {
 		return 0, fmt.Errorf("cannot upgrade release %s/%s: %w", d.Namespace, d.Name, err)

@@ -17,10 +17,12 @@ import (
 )
 
 // Helm is the part of helmops.Manager that a reconcile uses: the reads of
-// observation and the writes of applying.
+// observation and the writes of applying, as autox or, through As, as a
+// release's service account.
 type Helm interface {
 	observe.Releases
 	apply.Helm
+	As(ctx context.Context, sa helmops.ServiceAccount) (*helmops.Manager, error)
 }
 
 // ReconcilerOptions is everything a Reconciler needs.
@@ -50,6 +52,9 @@ type ReconcilerOptions struct {
 	// Metrics and Events are optional.
 	Metrics *Metrics
 	Events  record.EventRecorder
+	// DefaultServiceAccount is --default-service-account: the account, in
+	// each release's namespace, of releases that name none ("" for autox).
+	DefaultServiceAccount string
 	// Managed, if set, records the namespaces this instance manages in the
 	// cluster (DESIGN §4); installs wait until their namespace is recorded.
 	Managed *ManagedSet
@@ -84,9 +89,10 @@ func NewReconciler(opts ReconcilerOptions) *Reconciler {
 	}
 	r.observer = observe.New(observe.Options{Releases: opts.Helm, Records: opts.Inventory, Triggers: opts.Triggers,
 		Sources: opts.Sources, Charts: opts.Charts, GCNamespaces: opts.State.GCNamespaces, StaleAfter: opts.StaleAfter,
-		Attempts: opts.Attempts, Now: opts.Now, Log: opts.Log})
+		Attempts: opts.Attempts, Now: opts.Now, Log: opts.Log, DefaultServiceAccount: opts.DefaultServiceAccount})
 	r.applier = apply.New(apply.Options{Helm: opts.Helm, Charts: r.observer.LoadChart,
-		ConfigDir: func() string { return opts.State.Config().Dir }, Attempts: opts.Attempts, Events: opts.Events, Operations: ops, Log: opts.Log})
+		ConfigDir: func() string { return opts.State.Config().Dir }, Attempts: opts.Attempts, Events: opts.Events, Operations: ops, Log: opts.Log,
+		Impersonate: func(ctx context.Context, sa helmops.ServiceAccount) (apply.Helm, error) { return opts.Helm.As(ctx, sa) }})
 	return r
 }
 

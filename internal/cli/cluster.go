@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/apistatus"
 	"github.com/autox-dev/autox/internal/format"
@@ -37,7 +39,11 @@ type clusterFlags struct {
 	maxHistory                int
 	kubeAPIQPS                float32
 	kubeAPIBurst              int
-	listPageSize              int64
+	// defaultServiceAccount is what releases that name no account run as.
+	defaultServiceAccount string
+	// chartKeyring is --chart-keyring, for chart.verify.
+	chartKeyring string
+	listPageSize int64
 	// leaderElectionNamespace holds the Lease and the record of the
 	// namespaces the instance manages, which plan and list read too.
 	leaderElectionNamespace string
@@ -51,6 +57,8 @@ func (c *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&c.maxHistory, "max-history", 10, "revisions kept per release")
 	fs.Float32Var(&c.kubeAPIQPS, "kube-api-qps", -1, "client-side limit of the requests per second autox sends to the API server, Helm's included; -1: no client-side limit (the API server's priority and fairness protects it, and --workers bounds the requests in flight)")
 	fs.IntVar(&c.kubeAPIBurst, "kube-api-burst", 300, "requests autox may send at once above --kube-api-qps, when that is positive")
+	fs.StringVar(&c.chartKeyring, "chart-keyring", "", "OpenPGP public keyring file (as `gpg --export` writes it) that chart.verify checks provenance with, for charts whose release spec names no chart.keyring Secret")
+	fs.StringVar(&c.defaultServiceAccount, "default-service-account", "", "service account, in each release's namespace, that the Helm operations of release specs without serviceAccountName run as (a lockdown for multi-team clusters); empty: autox's own identity")
 	fs.Int64Var(&c.listPageSize, "list-page-size", 0, "objects per page of the LISTs of every trigger of a resource and namespace and of every release record of a namespace (client-go's pager); 0: one response (see BENCHMARKS.md)")
 	fs.StringVar(&c.leaderElectionNamespace, "leader-election-namespace", defaultLeaseNamespace(),
 		"namespace of the leader election Lease and of the ConfigMap "+triggers.ManagedSetName("<instance>")+" that records the namespaces the instance has managed")
@@ -66,6 +74,8 @@ type clusterDeps struct {
 	client kubernetes.Interface
 	// storageDriver is where Helm keeps release records.
 	storageDriver string
+	// defaultServiceAccount is --default-service-account.
+	defaultServiceAccount string
 	// pageSize is --list-page-size.
 	pageSize int64
 }
@@ -86,6 +96,11 @@ func (c *clusterFlags) connect(version string, log zerolog.Logger) (*clusterDeps
 func (c *clusterFlags) check() error {
 	if errs := validation.IsDNS1123Label(c.instance); len(errs) > 0 {
 		return fmt.Errorf("invalid --instance %q: %s", c.instance, strings.Join(errs, "; "))
+	}
+	if c.defaultServiceAccount != "" {
+		if errs := validation.IsDNS1123Subdomain(c.defaultServiceAccount); len(errs) > 0 {
+			return fmt.Errorf("invalid --default-service-account %q: %s", c.defaultServiceAccount, strings.Join(errs, "; "))
+		}
 	}
 	if c.kubeAPIQPS > 0 && c.kubeAPIBurst < 1 {
 		return fmt.Errorf("invalid --kube-api-burst %d: must be at least 1 when --kube-api-qps is positive", c.kubeAPIBurst)
@@ -124,7 +139,8 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 		return nil, fmt.Errorf("cannot create discovery client: %w", err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	return &clusterDeps{rest: rc, helm: helm, inv: inv, meta: mc, mapper: mapper, client: cs, storageDriver: c.storageDriver, pageSize: c.listPageSize}, nil
+	return &clusterDeps{rest: rc, helm: helm, inv: inv, meta: mc, mapper: mapper, client: cs, storageDriver: c.storageDriver, pageSize: c.listPageSize,
+		defaultServiceAccount: c.defaultServiceAccount}, nil
 }
 
 // reconciler builds the one kind of Reconciler that run and plan share, so
@@ -136,6 +152,7 @@ func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts helmops.Cha
 		Sources:  d.sources(),
 		Attempts: attempts.Store{Client: d.client, Instance: d.helm.Instance()},
 		State:    state, StaleAfter: helmTimeout + 30*time.Second, Log: log, Metrics: m, Events: events, Managed: managed,
+		DefaultServiceAccount: d.defaultServiceAccount,
 	})
 }
 
@@ -147,6 +164,22 @@ func (d *clusterDeps) sources() observe.ValuesSources {
 		src = observe.NoSecretSources{Sources: src}
 	}
 	return src
+}
+
+// keyrings are what chart.verify checks with: --chart-keyring, and
+// chart.keyring Secrets read with client (autox's own identity).
+func (c *clusterFlags) keyrings(client kubernetes.Interface) helmops.Keyrings {
+	return helmops.Keyrings{File: c.chartKeyring, Secret: func(ctx context.Context, k config.Keyring) ([]byte, error) {
+		s, err := client.CoreV1().Secrets(k.Namespace).Get(ctx, k.SecretName, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		data, ok := s.Data[k.Key]
+		if !ok {
+			return nil, fmt.Errorf("the Secret has no key %s", k.Key)
+		}
+		return data, nil
+	}}
 }
 
 // restConfig follows DESIGN §6: --kubeconfig, else in-cluster, else

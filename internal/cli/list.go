@@ -32,6 +32,12 @@ type listedRelease struct {
 	// Suspended says what suspends the release in the config: "spec",
 	// "releaseSpec", or "" (not suspended).
 	Suspended string `json:"suspended,omitempty"`
+	// ServiceAccount is what the release's Helm operations run as, from
+	// the config (config.RunsAs), "" for autox's own identity; ChartPinned
+	// and ChartVerified say how far its release spec trusts its chart.
+	ServiceAccount string `json:"serviceAccount,omitempty"`
+	ChartPinned    bool   `json:"chartPinned,omitempty"`
+	ChartVerified  bool   `json:"chartVerified,omitempty"`
 }
 
 func newListCommand(version string) *cobra.Command {
@@ -82,7 +88,7 @@ func newListCommand(version string) *cobra.Command {
 			}
 			// Some namespaces or releases could not be read: list the
 			// others, then fail.
-			if perr := printRows(cmd.OutOrStdout(), output, listRows(cfg, deps.helm.Instance(), rels, orphans)); perr != nil {
+			if perr := printRows(cmd.OutOrStdout(), output, listRows(cfg, deps.helm.Instance(), rels, orphans, cf.defaultServiceAccount)); perr != nil {
 				return &exitError{1, perr}
 			}
 			if err = errors.Join(recordErr, err); err != nil {
@@ -103,10 +109,10 @@ func newListCommand(version string) *cobra.Command {
 // listRows are the rows of rels; a release is an orphan when the config
 // wants it neither as its labels say nor under the owner a rename hands it
 // over to (plan.AdopterOf), which adopts it.
-func listRows(cfg *config.Config, instance string, rels []*format.Release, onlyOrphans bool) []listedRelease {
+func listRows(cfg *config.Config, instance string, rels []*format.Release, onlyOrphans bool, defaultServiceAccount string) []listedRelease {
 	rows := []listedRelease{}
 	for _, r := range rels {
-		_, handedOver := plan.AdopterOf(cfg, instance, r)
+		adopter, handedOver := plan.AdopterOf(cfg, instance, r)
 		orphan := !handedOver && !plan.WantedBy(cfg, format.Record{Name: r.Name, Namespace: r.Namespace, Spec: r.Spec, ReleaseSpec: r.ReleaseSpec,
 			ObjectNamespace: r.ObjectNamespace, ObjectName: r.ObjectName})
 		if onlyOrphans && !orphan {
@@ -117,6 +123,23 @@ func listRows(cfg *config.Config, instance string, rels []*format.Release, onlyO
 			Chart: r.ChartName, ChartVersion: r.ChartVersion, Revision: r.Revision, Status: string(r.Status),
 			Updated: r.Updated.UTC(), Orphan: orphan, Suspended: cfg.Specs[r.Spec].Suspended(r.ReleaseSpec),
 		})
+		// The identity plan would remove or change it as, and the chart
+		// trust of the release spec that wants it: its adopter's, when a
+		// rename hands it over.
+		row := &rows[len(rows)-1]
+		owner := format.Owner{Spec: r.Spec, ReleaseSpec: r.ReleaseSpec}
+		if handedOver {
+			owner = adopter
+		}
+		spec := cfg.Specs[owner.Spec]
+		var rs *config.ReleaseSpec
+		if spec != nil {
+			rs = spec.ReleaseSpecs[owner.ReleaseSpec]
+		}
+		row.ServiceAccount = config.RunsAs(spec, rs, defaultServiceAccount)
+		if rs != nil && !orphan {
+			row.ChartPinned, row.ChartVerified = rs.Chart.Pinned(), rs.Chart.Verify
+		}
 	}
 	return rows
 }

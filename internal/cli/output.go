@@ -50,9 +50,10 @@ func printSteps(w io.Writer, output string, steps []plan.Step) error {
 		}
 		return writeJSON(w, steps)
 	}
-	tw := newTable(w, "ACTION\tSPEC\tRELEASE SPEC\tOBJECT\tRELEASE\tNAMESPACE\tREASON")
+	tw := newTable(w, "ACTION\tSPEC\tRELEASE SPEC\tOBJECT\tRELEASE\tNAMESPACE\tRUNS AS\tCHART TRUST\tREASON")
 	for _, s := range steps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Action, s.Spec, s.ReleaseSpec, orDash(s.Object), s.Release, s.Namespace, s.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Action, s.Spec, s.ReleaseSpec, orDash(s.Object), s.Release, s.Namespace,
+			runsAs(s.ServiceAccount), chartTrust(s.ChartPinned, s.ChartVerified), s.Reason)
 	}
 	return tw.Flush()
 }
@@ -62,12 +63,27 @@ func printRows(w io.Writer, output string, rows []listedRelease) error {
 	if output == "json" {
 		return writeJSON(w, rows)
 	}
-	tw := newTable(w, "NAMESPACE\tRELEASE\tSPEC\tRELEASE SPEC\tOBJECT\tCHART\tVERSION\tREVISION\tSTATUS\tUPDATED\tORPHAN\tSUSPENDED")
+	tw := newTable(w, "NAMESPACE\tRELEASE\tSPEC\tRELEASE SPEC\tOBJECT\tCHART\tVERSION\tREVISION\tSTATUS\tUPDATED\tORPHAN\tRUNS AS\tCHART TRUST\tSUSPENDED")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%v\t%s\n", r.Namespace, r.Release, r.Spec, r.ReleaseSpec, orDash(r.Object),
-			r.Chart, r.ChartVersion, r.Revision, r.Status, r.Updated.Format(time.RFC3339), r.Orphan, orDash(r.Suspended))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%v\t%s\t%s\t%s\n", r.Namespace, r.Release, r.Spec, r.ReleaseSpec, orDash(r.Object),
+			r.Chart, r.ChartVersion, r.Revision, r.Status, r.Updated.Format(time.RFC3339), r.Orphan,
+			runsAs(r.ServiceAccount), chartTrust(r.ChartPinned, r.ChartVerified), orDash(r.Suspended))
 	}
 	return tw.Flush()
+}
+
+// runsAs shows the identity a release's Helm operations run as: a service
+// account of the row's namespace, or autox's own.
+func runsAs(serviceAccount string) string {
+	if serviceAccount == "" {
+		return "autox"
+	}
+	return "serviceaccount/" + serviceAccount
+}
+
+// chartTrust shows whether a chart is pinned by a digest and verified.
+func chartTrust(pinned, verified bool) string {
+	return orDash(config.Trust(pinned, verified))
 }
 
 // orDash shows an empty column as "-", so columns stay aligned for the eye.

@@ -51,7 +51,7 @@ func TestListShowsSuspended(t *testing.T) {
 		{Name: "api-held", Namespace: "apps", Spec: "api", ReleaseSpec: "held", Instance: format.DefaultInstance},
 		{Name: "api-free", Namespace: "apps", Spec: "api", ReleaseSpec: "free", Instance: format.DefaultInstance},
 	}
-	rows := listRows(cfg, format.DefaultInstance, rels, false)
+	rows := listRows(cfg, format.DefaultInstance, rels, false, "")
 	var table bytes.Buffer
 	if err := printRows(&table, "table", rows); err != nil {
 		t.Fatal(err)

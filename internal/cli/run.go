@@ -159,9 +159,14 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 	defer stop()
 
 	var leading atomic.Bool
+	// Keyring Secrets are read with autox's identity, like values sources.
+	own, err := kubernetes.NewForConfig(base)
+	if err != nil {
+		return &exitError{1, fmt.Errorf("cannot create Kubernetes client: %w", err)}
+	}
 	charts, err := helmops.NewChartCache(helmops.ChartCacheOptions{
 		Dir: f.cacheDir, RepositoryConfig: f.repositoryConfig, RegistryConfig: f.registryConfig,
-		Refresh: f.indexRefresh, Timeout: f.helmTimeout, Log: log,
+		Refresh: f.indexRefresh, Timeout: f.helmTimeout, Keyrings: f.clusterFlags.keyrings(own), Log: log,
 	})
 	if err != nil {
 		return &exitError{1, err}
@@ -205,7 +210,7 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 	}
 
 	log.Info().Str("config", f.config).Int("specs", len(cfg.Specs)).Strs("namespaces", cfg.Namespaces).
-		Str("instance", f.instance).Str("version", version).Msg("autox starting")
+		Str("instance", f.instance).Str("version", version).Str("defaultServiceAccount", f.defaultServiceAccount).Msg("autox starting")
 	// Watch returns only when ctx ends: without fsnotify it goes on with
 	// the periodic check alone.
 	watchDone := make(chan struct{})

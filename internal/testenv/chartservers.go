@@ -34,7 +34,6 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/registry"
-	"helm.sh/helm/v3/pkg/repo"
 )
 
 // CA is a test certificate authority with one server certificate for 127.0.0.1.
@@ -178,16 +177,7 @@ func (r *ChartRepo) Publish(charts ...string) error {
 	if _, err := PackageCharts(r.Dir, charts...); err != nil {
 		return err
 	}
-	// An empty base URL makes the index's chart URLs relative to the repository.
-	idx, err := repo.IndexDirectory(r.Dir, "")
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(r.Dir, ".index.yaml.tmp")
-	if err := idx.WriteFile(tmp, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(r.Dir, "index.yaml"))
+	return r.Reindex()
 }
 
 // SetCredentials changes the basic auth credentials the repository takes,
@@ -310,6 +300,18 @@ func (o *OCIRegistry) Push(path string, charts ...string) error {
 	if err != nil {
 		return err
 	}
+	for _, t := range tgzs {
+		if _, err := o.PushArchive(path, t, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PushArchive pushes a packaged chart, with prov as its provenance layer
+// when not nil, under oci://Host/<path>/<name>:<version> of its Chart.yaml
+// (a tag already there moves to it), and returns the manifest digest.
+func (o *OCIRegistry) PushArchive(path, tgz string, prov []byte) (string, error) {
 	client, err := registry.NewClient(
 		registry.ClientOptBasicAuth(o.User, o.Password),
 		registry.ClientOptWriter(devNull{}),
@@ -317,23 +319,26 @@ func (o *OCIRegistry) Push(path string, charts ...string) error {
 		registry.ClientOptHTTPClient(&http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: o.ca.pool, MinVersion: tls.VersionTLS12}}}),
 	)
 	if err != nil {
-		return err
+		return "", err
 	}
-	for _, t := range tgzs {
-		ch, err := loader.Load(t)
-		if err != nil {
-			return err
-		}
-		data, err := os.ReadFile(t)
-		if err != nil {
-			return err
-		}
-		ref := fmt.Sprintf("%s/%s/%s:%s", o.Host, strings.Trim(path, "/"), ch.Metadata.Name, ch.Metadata.Version)
-		if _, err := client.Push(data, ref); err != nil {
-			return fmt.Errorf("push %s: %w", ref, err)
-		}
+	ch, err := loader.Load(tgz)
+	if err != nil {
+		return "", err
 	}
-	return nil
+	data, err := os.ReadFile(tgz)
+	if err != nil {
+		return "", err
+	}
+	var opts []registry.PushOption
+	if prov != nil {
+		opts = append(opts, registry.PushOptProvData(prov))
+	}
+	ref := fmt.Sprintf("%s/%s/%s:%s", o.Host, strings.Trim(path, "/"), ch.Metadata.Name, ch.Metadata.Version)
+	res, err := client.Push(data, ref, opts...)
+	if err != nil {
+		return "", fmt.Errorf("push %s: %w", ref, err)
+	}
+	return res.Manifest.Digest, nil
 }
 
 // DockerConfig writes a docker config.json with this registry's credentials.

@@ -23,8 +23,14 @@ import (
 
 // RunMain is a test package's TestMain body: it starts a control plane into
 // *cluster, runs the tests and stops it. Use: os.Exit(testenv.RunMain(m, &cluster)).
-func RunMain(m *testing.M, cluster **Cluster) int {
-	c, err := Start()
+func RunMain(m *testing.M, cluster **Cluster) int { return runMain(m, cluster, false) }
+
+// RunMainAudited is RunMain with a control plane that keeps an audit log of
+// writes (Cluster.Writes).
+func RunMainAudited(m *testing.M, cluster **Cluster) int { return runMain(m, cluster, true) }
+
+func runMain(m *testing.M, cluster **Cluster, audited bool) int {
+	c, err := start(audited)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

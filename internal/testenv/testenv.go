@@ -68,13 +68,19 @@ type Cluster struct {
 	Client kubernetes.Interface
 	// Kubeconfig is a file with admin credentials, for the autox binary.
 	Kubeconfig string
-	dir        string
-	assets     string
+	// AuditLog is the API server's audit log of writes, "" unless started
+	// with StartAudited (see audit.go).
+	AuditLog string
+	dir      string
+	assets   string
+	auditDir string
 }
 
 // Start starts a control plane. Stop must be called; it stops both
 // processes envtest started, by their process ids.
-func Start() (*Cluster, error) {
+func Start() (*Cluster, error) { return start(false) }
+
+func start(audited bool) (*Cluster, error) {
 	assets, err := Assets()
 	if err != nil {
 		return nil, err
@@ -84,12 +90,19 @@ func Start() (*Cluster, error) {
 	// Room for thousands of Services (the test chart has one): the default
 	// range has 254 addresses. Nothing is routed; the API server only allocates.
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
+	var auditDir, auditLog string
+	if audited {
+		if auditDir, auditLog, err = configureAudit(env); err != nil {
+			return nil, err
+		}
+	}
 	cfg, err := env.Start()
 	if err != nil {
+		os.RemoveAll(auditDir)
 		return nil, fmt.Errorf("cannot start kube-apiserver and etcd from %s: %w", assets, err)
 	}
 	recordChildren(assets)
-	c := &Cluster{Env: env, Config: cfg, assets: assets}
+	c := &Cluster{Env: env, Config: cfg, assets: assets, AuditLog: auditLog, auditDir: auditDir}
 	if err := c.init(); err != nil {
 		_ = env.Stop()
 		return nil, err
@@ -127,6 +140,9 @@ func (c *Cluster) Stop() error {
 	}
 	if c.dir != "" {
 		_ = os.RemoveAll(c.dir)
+	}
+	if c.auditDir != "" {
+		_ = os.RemoveAll(c.auditDir)
 	}
 	return err
 }

@@ -61,6 +61,9 @@ type Options struct {
 	Events     record.EventRecorder
 	Operations Operations
 	Log        zerolog.Logger
+	// Impersonate runs the operations of steps that name a service account
+	// as that account; nil fails those steps.
+	Impersonate Impersonate
 }
 
 // Applier applies plans.
@@ -250,8 +253,13 @@ func (a *Applier) proveReplacement(ctx context.Context, o *observe.Observed, s p
 			s.Namespace, s.Release, s.ReplacedBy)
 	}
 	d, err := a.desired(ctx, o, *next)
+	var h Helm
 	if err == nil {
-		err = a.opts.Helm.DryRunReplacement(ctx, d, helmops.Ref{Namespace: s.Namespace, Name: s.Release})
+		// As the replacement's account: its dry run proves what it may do.
+		h, err = a.helmFor(ctx, *next)
+	}
+	if err == nil {
+		err = h.DryRunReplacement(ctx, d, helmops.Ref{Namespace: s.Namespace, Name: s.Release})
 	}
 	if err == nil {
 		return nil
@@ -267,8 +275,12 @@ func (a *Applier) proveReplacement(ctx context.Context, o *observe.Observed, s p
 }
 
 func (a *Applier) step(ctx context.Context, o *observe.Observed, s plan.Step) error {
-	log := a.opts.Log.With().Str("spec", s.Spec).Str("releaseSpec", s.ReleaseSpec).Str("release", s.Release).
-		Str("namespace", s.Namespace).Str("action", string(s.Action)).Str("reason", s.Reason).Logger()
+	lc := a.opts.Log.With().Str("spec", s.Spec).Str("releaseSpec", s.ReleaseSpec).Str("release", s.Release).
+		Str("namespace", s.Namespace).Str("action", string(s.Action)).Str("reason", s.Reason)
+	if s.ServiceAccount != "" {
+		lc = lc.Str("serviceAccount", s.ServiceAccount)
+	}
+	log := lc.Logger()
 	start := time.Now()
 	var (
 		rev int
@@ -296,21 +308,8 @@ func (a *Applier) step(ctx context.Context, o *observe.Observed, s plan.Step) er
 		log.Warn().Msg("release name taken by a release autox does not own; leaving it alone")
 		a.event(o.Ref, corev1.EventTypeWarning, "ReleaseConflict", "release %s/%s is not this autox's: %s; autox leaves it alone", s.Namespace, s.Release, s.Reason)
 		return nil
-	case plan.ActionInstall, plan.ActionUpgrade, plan.ActionReinstall:
-		rev, err = a.install(ctx, o, s)
-	case plan.ActionUninstall:
-		err = a.opts.Helm.UninstallWith(ctx, s.Namespace, s.Release, s.Revision, s.Hide, policyOf(o, s))
-		rev = s.Revision
-	case plan.ActionRollback:
-		err = a.opts.Helm.RollbackWith(ctx, s.Namespace, s.Release, s.Revision, s.RollbackTo, s.Hide, policyOf(o, s))
-		rev = s.Revision + 1
-	case plan.ActionAdopt:
-		if s.AdoptFrom == nil {
-			return fmt.Errorf("adoption of release %s/%s names no previous owner", s.Namespace, s.Release)
-		}
-		err = a.opts.Helm.Adopt(ctx, helmops.Adoption{Namespace: s.Namespace, Name: s.Release, Revision: s.Revision, From: *s.AdoptFrom,
-			To: format.Owner{Spec: s.Spec, ReleaseSpec: s.ReleaseSpec, Instance: s.AdoptFrom.Instance, Object: o.Object}})
-		rev = s.Revision
+	case plan.ActionInstall, plan.ActionUpgrade, plan.ActionReinstall, plan.ActionUninstall, plan.ActionRollback, plan.ActionAdopt:
+		rev, err = a.write(ctx, o, s)
 	default:
 		return fmt.Errorf("unknown action %q", s.Action)
 	}
@@ -326,27 +325,50 @@ func (a *Applier) step(ctx context.Context, o *observe.Observed, s plan.Step) er
 		a.opts.Operations.HelmOperation(s.Action, err, time.Since(start))
 	}
 	if err != nil {
-		a.event(o.Ref, corev1.EventTypeWarning, "ReleaseFailed", "%s of release %s/%s failed: %v", s.Action, s.Namespace, s.Release, err)
+		a.event(o.Ref, corev1.EventTypeWarning, "ReleaseFailed", "%s of release %s/%s%s failed: %v", s.Action, s.Namespace, s.Release, asAccount(s), err)
 	} else {
-		a.event(o.Ref, corev1.EventTypeNormal, eventReasons[s.Action], "%s release %s/%s (revision %d): %s", pastTense[s.Action], s.Namespace, s.Release, rev, s.Reason)
+		a.event(o.Ref, corev1.EventTypeNormal, eventReasons[s.Action], "%s release %s/%s (revision %d)%s: %s", pastTense[s.Action], s.Namespace, s.Release, rev, asAccount(s), s.Reason)
 	}
 	return a.attempted(ctx, o, s, err)
 }
 
+// write runs the step's Helm operation as the step's identity and returns
+// the revision it leaves.
+func (a *Applier) write(ctx context.Context, o *observe.Observed, s plan.Step) (int, error) {
+	h, err := a.helmFor(ctx, s)
+	if err != nil {
+		return 0, err
+	}
+	switch s.Action {
+	case plan.ActionUninstall:
+		return s.Revision, h.UninstallWith(ctx, s.Namespace, s.Release, s.Revision, s.Hide, policyOf(o, s))
+	case plan.ActionRollback:
+		return s.Revision + 1, h.RollbackWith(ctx, s.Namespace, s.Release, s.Revision, s.RollbackTo, s.Hide, policyOf(o, s))
+	case plan.ActionAdopt:
+		// Relabelling writes the release's records: as its account too.
+		if s.AdoptFrom == nil {
+			return 0, fmt.Errorf("adoption of release %s/%s names no previous owner", s.Namespace, s.Release)
+		}
+		return s.Revision, h.Adopt(ctx, helmops.Adoption{Namespace: s.Namespace, Name: s.Release, Revision: s.Revision, From: *s.AdoptFrom,
+			To: format.Owner{Spec: s.Spec, ReleaseSpec: s.ReleaseSpec, Instance: s.AdoptFrom.Instance, Object: o.Object}})
+	}
+	return a.install(ctx, h, o, s)
+}
+
 // install runs an install, upgrade or reinstall of the step's desired
-// release.
-func (a *Applier) install(ctx context.Context, o *observe.Observed, s plan.Step) (int, error) {
+// release with h.
+func (a *Applier) install(ctx context.Context, h Helm, o *observe.Observed, s plan.Step) (int, error) {
 	d, err := a.desired(ctx, o, s)
 	if err != nil {
 		return 0, err
 	}
 	switch s.Action {
 	case plan.ActionInstall:
-		return a.opts.Helm.Install(ctx, d)
+		return h.Install(ctx, d)
 	case plan.ActionUpgrade:
-		return a.opts.Helm.Upgrade(ctx, d)
+		return h.Upgrade(ctx, d)
 	default:
-		return a.opts.Helm.Reinstall(ctx, d)
+		return h.Reinstall(ctx, d)
 	}
 }
 

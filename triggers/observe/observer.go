@@ -72,6 +72,9 @@ type Options struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	Log zerolog.Logger
+	// DefaultServiceAccount is --default-service-account, which the plan
+	// makes releases that name no account run as.
+	DefaultServiceAccount string
 }
 
 // Observer gathers observations. It keeps what several reconciles and the
@@ -158,7 +161,7 @@ func (ob *Observer) observeTrigger(ctx context.Context, cfg *config.Config, spec
 		}
 	}
 	o := &Observed{Observation: plan.Observation{Spec: specName, Config: spec, Object: obj, Instance: ob.Instance(), InForce: cfg,
-		ReleaseSpecs: map[string]plan.ReleaseSpecObservation{}, StaleAfter: ob.opts.StaleAfter},
+		ReleaseSpecs: map[string]plan.ReleaseSpecObservation{}, StaleAfter: ob.opts.StaleAfter, DefaultServiceAccount: ob.opts.DefaultServiceAccount},
 		Loaded: map[string]*chart.Chart{}, State: plan.TriggerSpecRemoved}
 	// A namespace whose records cannot be read fails the release specs
 	// that live there, a release whose newest record cannot be decoded the
@@ -317,7 +320,7 @@ func (ob *Observer) observeReleaseSpec(ctx context.Context, o *Observed, sources
 func (ob *Observer) Unattributed(cfg *config.Config, specName string, rels []*format.Release, undecodable map[string]error) *Observed {
 	return &Observed{Observation: plan.Observation{Spec: specName, Instance: ob.Instance(), InForce: cfg, Current: rels, Unattributed: true,
 		SpecSuspended: cfg.Specs[specName] != nil && cfg.Specs[specName].Suspend,
-		Undecodable:   undecodable, Now: ob.opts.Now(), StaleAfter: ob.opts.StaleAfter}, State: plan.TriggerSpecRemoved}
+		Undecodable:   undecodable, Now: ob.opts.Now(), StaleAfter: ob.opts.StaleAfter, DefaultServiceAccount: ob.opts.DefaultServiceAccount}, State: plan.TriggerSpecRemoved}
 }
 
 // LoadChart loads a chart for an operation: a repository chart the decision

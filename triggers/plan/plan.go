@@ -65,6 +65,9 @@ type Observation struct {
 	// release must be before it counts as left by a dead process.
 	Now        time.Time
 	StaleAfter time.Duration
+	// DefaultServiceAccount is --default-service-account: what a release
+	// that names no account runs as ("" for autox's own identity).
+	DefaultServiceAccount string
 }
 
 // ReleaseSpecObservation is what was read for one release spec beyond the
@@ -101,6 +104,13 @@ type Step struct {
 	// Object is namespace/name of the selector spec's object the release
 	// serves, "" for a named spec.
 	Object string `json:"object,omitempty"`
+	// ServiceAccount is the account, in Namespace, that the step's Helm
+	// operation runs as (config.RunsAs); "" for autox's own identity.
+	ServiceAccount string `json:"serviceAccount,omitempty"`
+	// ChartPinned and ChartVerified say whether the desired chart is pinned
+	// by a digest and has its provenance checked.
+	ChartPinned   bool `json:"chartPinned,omitempty"`
+	ChartVerified bool `json:"chartVerified,omitempty"`
 
 	// RollbackTo is the revision a rollback returns to.
 	RollbackTo int `json:"-"`
@@ -227,7 +237,7 @@ func decide(o Observation) Plan {
 		}
 		res.Steps = append(res.Steps, Step{Action: action, Spec: o.Spec, ReleaseSpec: rel.ReleaseSpec, Release: rel.Name,
 			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, Object: releaseObject(rel), Hide: redactorOf(nil, rel, nil, nil),
-			state: relState, removal: true, moved: rs != nil})
+			state: relState, removal: true, moved: rs != nil, ServiceAccount: config.RunsAs(spec, rs, o.DefaultServiceAccount)})
 	}
 	if o.Unattributed {
 		for i := range res.Steps {
@@ -324,7 +334,8 @@ func stepFor(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObs
 			rel = c
 		}
 	}
-	step := Step{Spec: o.Spec, ReleaseSpec: id, Release: rs.ReleaseName, Namespace: rs.Namespace, Object: o.Object.String()}
+	step := Step{Spec: o.Spec, ReleaseSpec: id, Release: rs.ReleaseName, Namespace: rs.Namespace, Object: o.Object.String(),
+		ServiceAccount: config.RunsAs(o.Config, rs, o.DefaultServiceAccount), ChartPinned: rs.Chart.Pinned(), ChartVerified: rs.Chart.Verify}
 	if rel != nil {
 		step.Revision = rel.Revision
 		step.RollbackTo = rel.LastDeployedRevision

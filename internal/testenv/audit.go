@@ -1,0 +1,130 @@
+package testenv
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// The API server's own view of who wrote what: an audit log of every write
+// (create, update, patch, delete), at the Metadata level, which names the
+// authenticated user and the user it impersonated. Tests of autox's service
+// account impersonation read it; a package opts in with RunMainAudited.
+
+// auditPolicy logs the metadata of writes once they are answered, and the
+// request of deletes: a delete says it is a dry run in its body (its
+// DeleteOptions), where other writes say so in the URL.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+  - level: Request
+    verbs: [delete, deletecollection]
+  - level: Metadata
+    verbs: [create, update, patch]
+  - level: None
+`
+
+// configureAudit writes the policy into a new directory and points the API
+// server at it and at a log file there.
+func configureAudit(env *envtest.Environment) (dir, log string, err error) {
+	dir, err = os.MkdirTemp("", "autox-audit-")
+	if err != nil {
+		return "", "", err
+	}
+	policy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return "", "", err
+	}
+	log = filepath.Join(dir, "audit.log")
+	env.ControlPlane.GetAPIServer().Configure().
+		Set("audit-policy-file", policy).
+		Set("audit-log-path", log).
+		Set("audit-log-mode", "blocking")
+	return dir, log, nil
+}
+
+// Write is one write the API server answered, as its audit log has it.
+type Write struct {
+	Verb string
+	// User is who authenticated; As is the user it impersonated, "" for none.
+	User, As        string
+	Group, Resource string
+	Namespace, Name string
+	Code            int
+	DryRun          bool
+}
+
+// Writer is the identity the API server authorized the write as: the
+// impersonated user when there is one.
+func (w Write) Writer() string {
+	if w.As != "" {
+		return w.As
+	}
+	return w.User
+}
+
+// auditEvent is the part of an audit.k8s.io/v1 Event that Write holds.
+type auditEvent struct {
+	Verb       string `json:"verb"`
+	RequestURI string `json:"requestURI"`
+	User       struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ImpersonatedUser *struct {
+		Username string `json:"username"`
+	} `json:"impersonatedUser"`
+	ObjectRef *struct {
+		Resource  string `json:"resource"`
+		Namespace string `json:"namespace"`
+		Name      string `json:"name"`
+		APIGroup  string `json:"apiGroup"`
+	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	RequestObject *struct {
+		DryRun []string `json:"dryRun"`
+	} `json:"requestObject"`
+}
+
+// Writes returns the writes in the cluster's audit log that keep accepts.
+// The cluster must have been started by RunMainAudited.
+func (c *Cluster) Writes(keep func(Write) bool) ([]Write, error) {
+	if c.AuditLog == "" {
+		return nil, fmt.Errorf("the control plane keeps no audit log: start it with RunMainAudited")
+	}
+	f, err := os.Open(c.AuditLog)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Write
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var e auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.ObjectRef == nil {
+			continue // a line being written, or a write of no object
+		}
+		w := Write{Verb: e.Verb, User: e.User.Username, Group: e.ObjectRef.APIGroup, Resource: e.ObjectRef.Resource,
+			Namespace: e.ObjectRef.Namespace, Name: e.ObjectRef.Name,
+			DryRun: strings.Contains(e.RequestURI, "dryRun=") || e.RequestObject != nil && len(e.RequestObject.DryRun) > 0}
+		if e.ImpersonatedUser != nil {
+			w.As = e.ImpersonatedUser.Username
+		}
+		if e.ResponseStatus != nil {
+			w.Code = e.ResponseStatus.Code
+		}
+		if keep(w) {
+			out = append(out, w)
+		}
+	}
+	return out, sc.Err()
+}
