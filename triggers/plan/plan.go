@@ -3,9 +3,7 @@ package plan
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/autox-dev/autox/config"
@@ -282,51 +280,6 @@ func decide(o Observation) Plan {
 	return res
 }
 
-// replacements decides the removal of a release whose release spec now
-// wants another name or namespace (a moved release). The old release goes
-// only when something takes its place or nothing should: when the release
-// spec's step installs the new release, the removal waits for its dry run
-// (ReplacedBy); when the new release is already in sync there, or the
-// trigger no longer wants releases, it goes at once. Otherwise — the release
-// spec could not be decided (its chart does not load, its namespace cannot
-// be read), the new place is another's (a conflict), the trigger is claimed
-// twice or over its limit, or the new release is failed, stale or locked —
-// the old one stays: nothing proves that the new one can take its place.
-func replacements(p Plan) []Step {
-	failed := map[string]bool{}
-	for _, f := range p.Failed {
-		failed[f.ReleaseSpec] = true
-	}
-	next := map[string]Step{}
-	for _, s := range p.Steps {
-		if !s.moved && s.Action != ActionUninstall {
-			next[s.ReleaseSpec] = s
-		}
-	}
-	out := p.Steps[:0:0]
-	for _, s := range p.Steps {
-		if s.Action == ActionUninstall && s.moved {
-			n, decided := next[s.ReleaseSpec]
-			switch {
-			case failed[s.ReleaseSpec]:
-				continue
-			case p.Trigger == TriggerConflict || p.Trigger == TriggerOverLimit:
-				continue // nothing is removed for that reason
-			case !p.Trigger.Wanted():
-				// The experiment ends: the old release goes like the others.
-			case decided && n.Action == ActionInstall && n.Desired != nil:
-				s.ReplacedBy = s.ReleaseSpec
-			case decided && n.Action == ActionNone:
-				// The new release is deployed and in sync in its place.
-			default:
-				continue
-			}
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
 func stepFor(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObservation, state TriggerState, triggerReason string) (Step, error) {
 	rel := ro.Other
 	for _, c := range o.Current {
@@ -395,41 +348,6 @@ func stepFor(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObs
 	}
 	remediate(&step, rs, ro, rel, state)
 	return step, nil
-}
-
-// TriggerOf is the trigger's state in an observation and why: as the live
-// read found it, unless another spec claims the object or it is past its
-// spec's maxObjects; TriggerSpecRemoved for a removed spec.
-func TriggerOf(o Observation) (TriggerState, string) {
-	if o.Config == nil {
-		return TriggerSpecRemoved, "spec removed from config"
-	}
-	if o.OutOfScope {
-		// Decided from the config alone: the object need not be readable.
-		return TriggerUnlabelled, "object is in a namespace the selector no longer covers"
-	}
-	state, reason := Evaluate(o.Config.Trigger, o.Trigger)
-	return claimed(o, state, reason)
-}
-
-// claimed turns a wanted trigger into a conflict when other specs claim the
-// object too, and into over-limit when its selector spec serves enough
-// objects already. Neither is a reason to remove anything.
-func claimed(o Observation, state TriggerState, reason string) (TriggerState, string) {
-	if !o.Trigger.Found {
-		return state, reason
-	}
-	// A conflict needs this spec among the claimants: an object this spec
-	// no longer selects is simply not its object any more, whoever else
-	// claims it.
-	if len(o.Claimants) > 1 && slices.Contains(o.Claimants, o.Spec) {
-		return TriggerConflict, fmt.Sprintf("trigger object is claimed by specs %s: one object may serve one spec only; autox installs, upgrades and removes nothing for it until one spec lets it go",
-			strings.Join(o.Claimants, ", "))
-	}
-	if state.Wanted() && o.OverLimit {
-		return TriggerOverLimit, fmt.Sprintf("past maxObjects (%d) of the spec: objects before it in namespace/name order are served first; it keeps what it has and gets nothing new", o.Config.Trigger.MaxObjects)
-	}
-	return state, reason
 }
 
 // releaseObject names the object a release's labels name ("" for none).

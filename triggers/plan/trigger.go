@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/autox-dev/autox/config"
@@ -50,4 +52,39 @@ func DesiredValues(rs *config.ReleaseSpec, t config.Trigger, labels map[string]s
 	}
 	out[format.InjectedValuesKey] = InjectedValues(t, labels)
 	return out
+}
+
+// TriggerOf is the trigger's state in an observation and why: as the live
+// read found it, unless another spec claims the object or it is past its
+// spec's maxObjects; TriggerSpecRemoved for a removed spec.
+func TriggerOf(o Observation) (TriggerState, string) {
+	if o.Config == nil {
+		return TriggerSpecRemoved, "spec removed from config"
+	}
+	if o.OutOfScope {
+		// Decided from the config alone: the object need not be readable.
+		return TriggerUnlabelled, "object is in a namespace the selector no longer covers"
+	}
+	state, reason := Evaluate(o.Config.Trigger, o.Trigger)
+	return claimed(o, state, reason)
+}
+
+// claimed turns a wanted trigger into a conflict when other specs claim the
+// object too, and into over-limit when its selector spec serves enough
+// objects already. Neither is a reason to remove anything.
+func claimed(o Observation, state TriggerState, reason string) (TriggerState, string) {
+	if !o.Trigger.Found {
+		return state, reason
+	}
+	// A conflict needs this spec among the claimants: an object this spec
+	// no longer selects is simply not its object any more, whoever else
+	// claims it.
+	if len(o.Claimants) > 1 && slices.Contains(o.Claimants, o.Spec) {
+		return TriggerConflict, fmt.Sprintf("trigger object is claimed by specs %s: one object may serve one spec only; autox installs, upgrades and removes nothing for it until one spec lets it go",
+			strings.Join(o.Claimants, ", "))
+	}
+	if state.Wanted() && o.OverLimit {
+		return TriggerOverLimit, fmt.Sprintf("past maxObjects (%d) of the spec: objects before it in namespace/name order are served first; it keeps what it has and gets nothing new", o.Config.Trigger.MaxObjects)
+	}
+	return state, reason
 }
