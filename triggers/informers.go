@@ -6,6 +6,8 @@ import (
 
 	"github.com/rs/zerolog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
@@ -94,7 +96,7 @@ func (s *informerSet) start(ctx context.Context, k observe.ListKey) *runningInfo
 	case k.Selector != "":
 		tweak = func(o *metav1.ListOptions) { o.LabelSelector = k.Selector }
 	}
-	inf := metadatainformer.NewFilteredMetadataInformer(s.client, k.GVR, k.Namespace, 0, cache.Indexers{}, tweak).Informer()
+	inf := cache.NewSharedIndexInformer(listThenWatch(s.client, k, tweak), &metav1.PartialObjectMetadata{}, 0, cache.Indexers{})
 	// Only names, labels and versions are used: annotations (a Secret's
 	// last-applied-configuration holds its data) and managed fields are
 	// not kept in the cache.
@@ -151,6 +153,37 @@ func (s *informerSet) start(ctx context.Context, k observe.ListKey) *runningInfo
 	}()
 	return &runningInformer{cancel: cancel, done: done, synced: inf.HasSynced}
 }
+
+// listThenWatch lists and watches the metadata of k's objects, as
+// metadatainformer does, but opts out of client-go's watch-list mode (a watch
+// that streams the initial objects, on by default since client-go 0.35): in
+// that mode a failed watch (connection refused, 429) backs off for up to a
+// minute (0.8s doubling to 30s, plus as much jitter) without heeding the
+// informer's stop, and a term's end or a stop waits for its informers
+// (stopAll). Listed then watched, the reflector's backoff ends with the stop.
+func listThenWatch(client metadata.Interface, k observe.ListKey, tweak metadatainformer.TweakListOptionsFunc) cache.ListerWatcher {
+	res := client.Resource(k.GVR).Namespace(k.Namespace)
+	options := func(o metav1.ListOptions) metav1.ListOptions {
+		if tweak != nil {
+			tweak(&o)
+		}
+		return o
+	}
+	return noWatchList{&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return res.List(ctx, options(o))
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return res.Watch(ctx, options(o))
+		},
+	}}
+}
+
+// noWatchList tells the reflector (watchlist.DoesClientNotSupportWatchListSemantics)
+// to list, then watch.
+type noWatchList struct{ *cache.ListWatch }
+
+func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }
 
 // hasSynced reports whether every running informer has listed its resource
 // once. An informer of a resource the API server does not serve never does.

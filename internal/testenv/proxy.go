@@ -56,9 +56,12 @@ type Proxy struct {
 	failServer *http.Server
 	failDone   chan struct{}
 
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  map[net.Conn]bool
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[net.Conn]bool
+	// cuts counts closeConns calls: a connection accepted before a cut is
+	// closed when it is tracked after it (see track).
+	cuts   int
 	wg     sync.WaitGroup
 	closed bool
 }
@@ -73,6 +76,19 @@ func (c *Cluster) NewProxy() (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
+	transport, err := rest.TransportFor(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	// FlushInterval -1: watches stream through as the API server writes them.
+	forward := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u) }, Transport: transport, FlushInterval: -1,
+		ErrorLog: log.New(io.Discard, "", 0)}
+	return newProxy(u.Host, dir, forward)
+}
+
+// newProxy starts a proxy to target (host:port), keeping its CA in dir;
+// forward sends on the requests it ends TLS for but does not fail or hold.
+func newProxy(target, dir string, forward http.Handler) (*Proxy, error) {
 	ca, err := NewCA(dir)
 	if err != nil {
 		return nil, err
@@ -81,14 +97,7 @@ func (c *Cluster) NewProxy() (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	transport, err := rest.TransportFor(c.Config)
-	if err != nil {
-		return nil, err
-	}
-	// FlushInterval -1: watches stream through as the API server writes them.
-	forward := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u) }, Transport: transport, FlushInterval: -1,
-		ErrorLog: log.New(io.Discard, "", 0)}
-	p := &Proxy{target: u.Host, Addr: ln.Addr().String(), ca: ca, conns: map[net.Conn]bool{}, failDone: make(chan struct{}), forward: forward}
+	p := &Proxy{target: target, Addr: ln.Addr().String(), ca: ca, conns: map[net.Conn]bool{}, failDone: make(chan struct{}), forward: forward}
 	p.failing = &connListener{conns: make(chan net.Conn), closed: make(chan struct{}), addr: ln.Addr()}
 	p.failServer = &http.Server{
 		Handler:   http.HandlerFunc(p.fail),
@@ -149,9 +158,11 @@ func (p *Proxy) serve(ln net.Listener) {
 			if err != nil {
 				return
 			}
+			cuts := p.cutsSoFar() // before the behaviour is read: a change cuts after it is stored
 			if p.intercepting() {
-				p.track(in)
-				p.failing.hand(in)
+				if p.track(ln, cuts, in) {
+					p.failing.hand(in)
+				}
 				continue
 			}
 			out, err := net.Dial("tcp", p.target)
@@ -159,7 +170,9 @@ func (p *Proxy) serve(ln net.Listener) {
 				in.Close()
 				continue
 			}
-			p.track(in, out)
+			if !p.track(ln, cuts, in, out) {
+				continue
+			}
 			p.wg.Add(2)
 			pipe := func(dst, src net.Conn) {
 				defer p.wg.Done()
@@ -174,12 +187,32 @@ func (p *Proxy) serve(ln net.Listener) {
 	}()
 }
 
-func (p *Proxy) track(conns ...net.Conn) {
+func (p *Proxy) cutsSoFar() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.cuts
+}
+
+// track records the connections accepted on ln, when the proxy had cut
+// connections cuts times, so that a pause or a change of behaviour can cut
+// them. If ln has been paused or connections cut since, it closes them
+// instead and returns false: a client that redials the moment its
+// connection is cut can be accepted while Pause or FailWith runs, and that
+// connection must not outlive the change (it would reach the API server
+// throughout the "outage", or never see the failures).
+func (p *Proxy) track(ln net.Listener, cuts int, conns ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != ln || p.cuts != cuts {
+		for _, c := range conns {
+			c.Close()
+		}
+		return false
+	}
 	for _, c := range conns {
 		p.conns[c] = true
 	}
+	return true
 }
 
 func (p *Proxy) forget(conns ...net.Conn) {
@@ -194,6 +227,7 @@ func (p *Proxy) forget(conns ...net.Conn) {
 func (p *Proxy) closeConns() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.cuts++
 	for c := range p.conns {
 		c.Close()
 		delete(p.conns, c)
@@ -402,16 +436,20 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// Pause makes the API server unreachable through the proxy.
+// Pause makes the API server unreachable through the proxy: once it
+// returns, no connection through the proxy is open and none can be made.
+// The listener goes first, so that clients redialing as their connections
+// are cut are refused; a connection it accepted just before is closed by
+// closeConns or, not yet tracked, by track.
 func (p *Proxy) Pause() {
 	p.mu.Lock()
 	ln := p.ln
 	p.ln = nil
 	p.mu.Unlock()
-	p.closeConns()
 	if ln != nil {
 		ln.Close()
 	}
+	p.closeConns()
 }
 
 // Resume listens again on the same address.
