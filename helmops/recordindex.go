@@ -97,13 +97,13 @@ func (ix *RecordIndex) Watch(ctx context.Context, namespaces []string) {
 		if !need[ns] {
 			ri.stop()
 			delete(ix.spaces, ns)
-			ix.log.Info().Str("namespace", ns).Msg("release record index stopped")
+			ix.log.Info().Str("namespace", ns).Msg("index of release records stopped")
 		}
 	}
 	for ns := range need {
 		if ix.spaces[ns] == nil {
 			ix.spaces[ns] = ix.start(ctx, ns)
-			ix.log.Info().Str("namespace", ns).Msg("release record index started")
+			ix.log.Info().Str("namespace", ns).Msg("index of release records started")
 		}
 	}
 }
