@@ -302,9 +302,11 @@ func TestAPIServerGivesUpAWriteOfALostTerm(t *testing.T) {
 	} else {
 		t.Logf("the API server answered the write of the ended term with %d", got)
 	}
-	if admission.GivenUp() != 1 {
-		t.Errorf("the API server gave up %d held admissions, want 1", admission.GivenUp())
-	}
+	// The webhook sees the API server's call end a moment after the answer
+	// went out (under load, later still).
+	testenv.Eventually(t, patience, "the API server giving up the held admission", func() (bool, error) {
+		return admission.GivenUp() == 1, nil
+	})
 	admission.Release()
 	s, err := cluster.Client.CoreV1().Secrets(e.NS).Get(context.Background(), record, metav1.GetOptions{})
 	if err != nil {
