@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	yamlv2 "go.yaml.in/yaml/v2"
 	"sigs.k8s.io/yaml"
@@ -180,6 +181,37 @@ func checkKeys(data []byte, problems *[]Problem) {
 
 var rawMapType = reflect.TypeOf(map[string]interface{}{})
 
+// structFields are a struct type's JSON field names and types, in field order.
+type structFields struct {
+	types map[string]reflect.Type
+	names []string
+}
+
+// fieldsOf caches structFields by type: a file of 10,000 specs has tens of
+// thousands of struct nodes, and reading the tags for each took a quarter of
+// the file's load time.
+var fieldsOf sync.Map // reflect.Type → *structFields
+
+// jsonFields returns the JSON field names of struct type typ, by name and
+// in field order.
+func jsonFields(typ reflect.Type) (map[string]reflect.Type, []string) {
+	if f, ok := fieldsOf.Load(typ); ok {
+		return f.(*structFields).types, f.(*structFields).names
+	}
+	f := &structFields{types: map[string]reflect.Type{}}
+	for i := 0; i < typ.NumField(); i++ {
+		field := typ.Field(i)
+		name, _, _ := strings.Cut(field.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		f.types[name] = field.Type
+		f.names = append(f.names, name)
+	}
+	fieldsOf.Store(typ, f)
+	return f.types, f.names
+}
+
 // noValue lists the places where a key given with no value (YAML null) is an
 // error instead of "omitted", each with what to write instead. A file cut
 // short right after `specs:` reads as `specs: null`: taken for "no specs", it
@@ -284,17 +316,7 @@ func checkShape(node interface{}, typ reflect.Type, at location, problems *[]Pro
 			add(fmt.Sprintf("must be a map, got %s", describe(node)))
 			return
 		}
-		fields := map[string]reflect.Type{}
-		var names []string
-		for i := 0; i < typ.NumField(); i++ {
-			f := typ.Field(i)
-			name := strings.Split(f.Tag.Get("json"), ",")[0]
-			if name == "" || name == "-" {
-				continue
-			}
-			fields[name] = f.Type
-			names = append(names, name)
-		}
+		fields, names := jsonFields(typ)
 		for _, k := range sortedKeys(m) {
 			ft, ok := fields[k]
 			if !ok {
