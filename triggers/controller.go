@@ -16,7 +16,6 @@ import (
 
 	"github.com/rs/zerolog"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/autox-dev/autox/config"
@@ -199,7 +198,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	// is then either in the pass's LIST or a watch event. An informer that
 	// cannot sync (a resource not served) does not hold the pass back long.
 	syncCtx, cancelSync := context.WithTimeout(ctx, 10*time.Second)
-	cache.WaitForCacheSync(syncCtx.Done(), c.informers.hasSynced)
+	c.informers.waitForSync(syncCtx)
 	cancelSync()
 	c.runPass(ctx)
 	c.ready.Store(true)
