@@ -49,6 +49,7 @@ func main() {
 	flag.Int64Var(&o.pageSize, "page-size", 0, "autox --list-page-size (0: one response)")
 	flag.StringVar(&listPages, "list-pages", "0,500,5000", "page sizes at which the lists phase times the pass's two large LISTs and the API server's memory (0: one response; empty: no lists phase)")
 	flag.StringVar(&o.out, "out", "", "directory to write this run's results to (fleet-N.json or selector-N.json), for --plot")
+	flag.StringVar(&logDir, "log-dir", "", "keep every autox process's log in this directory (autox-1.log, …)")
 	flag.StringVar(&plot, "plot", "", "instead of a run: read the results in this directory, write growth.svg there and print the growth table")
 	flag.Parse()
 	var err error

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,11 +54,26 @@ type process struct {
 	wake   chan struct{}
 }
 
+// logDir, when set (--log-dir), keeps each autox process's log there as
+// autox-N.log, each line after the milliseconds since exec at which the
+// bench read it (autox's own timestamps are in seconds): to see where a
+// phase's time goes.
+var logDir string
+
+var logCount int
+
 func startAutox(ctx context.Context, bin string, args []string) (*process, error) {
 	p := &process{cmd: exec.Command(bin, args...), done: make(chan struct{}), counts: map[string]int{}, wake: make(chan struct{}, 1)}
-	out, err := p.cmd.StderrPipe()
+	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		return nil, err
+	}
+	var keep *os.File
+	if logDir != "" {
+		logCount++
+		if keep, err = os.Create(filepath.Join(logDir, fmt.Sprintf("autox-%d.log", logCount))); err != nil {
+			return nil, fmt.Errorf("keep autox's log: %w", err)
+		}
 	}
 	p.cmd.Stdout = io.Discard
 	p.started = time.Now()
@@ -66,9 +82,15 @@ func startAutox(ctx context.Context, bin string, args []string) (*process, error
 	}
 	go func() {
 		defer close(p.done)
-		sc := bufio.NewScanner(out)
+		if keep != nil {
+			defer keep.Close()
+		}
+		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<20), 1<<24)
 		for sc.Scan() {
+			if keep != nil {
+				fmt.Fprintf(keep, "%d %s\n", time.Since(p.started).Milliseconds(), sc.Bytes())
+			}
 			var l line
 			if json.Unmarshal(sc.Bytes(), &l) != nil {
 				continue
