@@ -161,6 +161,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer close(runDone)
 	go c.boundWork(ctx, runDone, cancelWork)
 
+	// The informers list while the record index does (at 10,000 triggers
+	// each LIST takes about half a second). Until the workers start, their
+	// events only queue keys, and their initial lists queue nothing.
+	c.informers.sync(ctx, c.Config())
+	c.sources.sync(ctx, c.Config())
 	if c.opts.Records != nil {
 		defer c.opts.Records.Stop()
 		c.opts.Records.Watch(ctx, c.state.GCNamespaces())
@@ -172,11 +177,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.cleanupOnStart(ctx, workCtx)
 	if ctx.Err() != nil {
-		return nil // stopped before the first pass: nothing else was started
+		return nil // stopped before the first pass
 	}
-
-	c.informers.sync(ctx, c.Config())
-	c.sources.sync(ctx, c.Config())
 	// Retries a previous term scheduled went with its queue: schedule them
 	// again, when they are due, or the pass would leave them waiting.
 	now := time.Now()
