@@ -100,8 +100,9 @@ func (c *Controller) survey(ctx context.Context, cfg *config.Config, gcNamespace
 		return plan.Verdict{}, false
 	}
 	s.Charts = make(map[string]map[string]plan.ChartID, len(cfg.Specs))
+	charts := observe.PassCharts{}
 	for name, spec := range cfg.Specs {
-		s.Charts[name] = obs.ChartIDs(spec, cfg.Dir)
+		s.Charts[name] = obs.ChartIDs(spec, cfg.Dir, charts)
 		if spec.Trigger.IsSelector() {
 			s.Served[name], _ = obs.Admissions().Served(name, observe.Identity(cfg, spec.Trigger))
 		}

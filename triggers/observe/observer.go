@@ -330,16 +330,35 @@ func (ob *Observer) LoadChart(ctx context.Context, ref config.Chart, configDir s
 }
 
 // ChartIDs names the charts of spec's release specs that can be named
-// without fetching anything; one that cannot is left out.
-func (ob *Observer) ChartIDs(spec *config.Spec, configDir string) map[string]plan.ChartID {
+// without fetching anything; one that cannot is left out. memo (nil: none)
+// holds the local charts this pass has named already.
+func (ob *Observer) ChartIDs(spec *config.Spec, configDir string, memo PassCharts) map[string]plan.ChartID {
 	ids := make(map[string]plan.ChartID, len(spec.ReleaseSpecs))
 	for id, rs := range spec.ReleaseSpecs {
-		if cid, ok := ob.charts.ID(rs.Chart, configDir); ok {
-			ids[id] = cid
+		var local string
+		if rs.Chart.Path != "" && memo != nil {
+			local = chartPath(rs.Chart, configDir)
+			if cid, ok := memo[local]; ok {
+				ids[id] = cid
+				continue
+			}
+		}
+		cid, ok := ob.charts.ID(rs.Chart, configDir)
+		if !ok {
+			continue
+		}
+		ids[id] = cid
+		if local != "" {
+			memo[local] = cid
 		}
 	}
 	return ids
 }
+
+// PassCharts are the local charts one pass has identified, by path: each is
+// looked up (a stat of its Chart.yaml) once per pass, not once per release
+// spec (40,000 stats at 10,000 specs of two release specs).
+type PassCharts map[string]plan.ChartID
 
 // ListTriggers makes one live LIST per (resource, namespace, selector) the
 // config's triggers use: what a periodic pass proves specs in sync from. A
