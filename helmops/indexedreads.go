@@ -34,7 +34,7 @@ var errStale = errors.New("the release record index is behind the API server for
 func (m *Manager) indexedSpecReleases(ctx context.Context, ri *recordInformer, namespace string, match map[string]string,
 	undecodable func(name string, err *UndecodableError)) ([]*format.Release, error) {
 	names := map[string]bool{}
-	for _, n := range ri.namesWithSpec(match[format.LabelSpec]) {
+	for _, n := range ri.namesWith(match) {
 		names[n] = true
 	}
 	// Releases this process has just written and the index does not show yet.

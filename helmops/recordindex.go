@@ -69,7 +69,18 @@ type recordInformer struct {
 const (
 	byReleaseName = "name"
 	bySpecLabel   = "spec"
+	// byObject keys the records of a selector spec's releases by the spec
+	// and the trigger object they name (recordObjectKey): a reconcile of one
+	// object finds its releases without going through the spec's others
+	// (at 5,000 objects, each reconcile went through 5,000 names).
+	byObject = "object"
 )
+
+// recordObjectKey is the byObject key of labels spec, object namespace and object
+// (as the object label spells it).
+func recordObjectKey(spec, namespace, object string) string {
+	return spec + "\x00" + namespace + "\x00" + object
+}
 
 // NewRecordIndex returns an index of the Manager's storage driver's records
 // and makes the Manager read through it. It watches nothing until Watch.
@@ -188,6 +199,13 @@ func (ix *RecordIndex) start(ctx context.Context, namespace string) *recordInfor
 			}
 			return nil, nil
 		},
+		byObject: func(obj interface{}) ([]string, error) {
+			l := obj.(*metav1.PartialObjectMetadata).Labels
+			if l[format.LabelSpec] == "" || l[format.LabelObject] == "" {
+				return nil, nil
+			}
+			return []string{recordObjectKey(l[format.LabelSpec], l[format.LabelObjectNamespace], l[format.LabelObject])}, nil
+		},
 	})
 	_ = ri.inf.SetTransform(slimRecord)
 	_, _ = ri.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -280,11 +298,16 @@ func (ri *recordInformer) records(name string) []indexedRecord {
 	return out
 }
 
-// namesWithSpec returns the releases with a record of any revision that
-// carries the spec label spec: a superset of the spec's releases (the
-// newest revision decides).
-func (ri *recordInformer) namesWithSpec(spec string) []string {
-	objs, _ := ri.inf.GetIndexer().ByIndex(bySpecLabel, spec)
+// namesWith returns the releases with a record of any revision that
+// carries every label of match that the index keys by: the spec label, and
+// with the object labels the spec and object. It is a superset of the
+// releases match names (the newest revision decides).
+func (ri *recordInformer) namesWith(match map[string]string) []string {
+	index, key := bySpecLabel, match[format.LabelSpec]
+	if obj, ok := match[format.LabelObject]; ok {
+		index, key = byObject, recordObjectKey(key, match[format.LabelObjectNamespace], obj)
+	}
+	objs, _ := ri.inf.GetIndexer().ByIndex(index, key)
 	seen := map[string]bool{}
 	var out []string
 	for _, o := range objs {
