@@ -23,6 +23,8 @@ import (
 type indexOpts struct {
 	faults testenv.MetadataFaults
 	noWait bool
+	// pageSize is the page size of its LISTs (0: one response).
+	pageSize int64
 }
 
 // indexedManager returns a Manager reading through a record index of
@@ -33,7 +35,7 @@ func indexedManager(t *testing.T, driver string, o *indexOpts, namespaces ...str
 	counter := &verbCounter{n: map[string]int{}}
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.WrapTransport = func(next http.RoundTripper) http.RoundTripper { counter.next = next; return counter }
-	opts := withClients(t, Options{RESTConfig: cfg, StorageDriver: driver, Timeout: time.Minute, MaxHistory: 3, Log: zerolog.Nop()})
+	opts := withClients(t, Options{RESTConfig: cfg, StorageDriver: driver, Timeout: time.Minute, MaxHistory: 3, ListPageSize: o.pageSize, Log: zerolog.Nop()})
 	opts.Metadata = o.faults.Wrap(opts.Metadata)
 	m, err := New(opts)
 	if err != nil {

@@ -66,7 +66,7 @@ type Options struct {
 	MaxHistory int
 	// ListPageSize is the page size of the LISTs of every record of a
 	// namespace (the Inventory's, the record index's); 0: one response
-	// (--list-page-size).
+	// (--record-list-page-size).
 	ListPageSize int64
 	Log          zerolog.Logger
 }

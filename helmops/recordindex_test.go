@@ -130,7 +130,9 @@ func TestIndexedReadsAreLiveReads(t *testing.T) {
 				setStatus(t, ns, "leaving", 1, "uninstalling")
 			}
 
-			indexed, ix, counter := indexedManager(t, driver, &indexOpts{}, ns)
+			// Pages of 2 records (--record-list-page-size): the index's
+			// LIST takes several, and misses none.
+			indexed, ix, counter := indexedManager(t, driver, &indexOpts{pageSize: 2}, ns)
 			lookups := []string{"plain", "up", "failing", "other", "web-job", "blue", "foreign", "pending", "leaving", "free"}
 			sameReads(t, m, indexed, ix, counter, ns, []string{"spec", "second", "none"}, []format.Object{obj, {Namespace: ns, Name: "other"}}, lookups)
 

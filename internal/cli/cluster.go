@@ -43,7 +43,13 @@ type clusterFlags struct {
 	defaultServiceAccount string
 	// chartKeyring is --chart-keyring, for chart.verify.
 	chartKeyring string
-	listPageSize int64
+	// listPageSize pages the LISTs of triggers, recordPageSize those of
+	// release records (BENCHMARKS.md, issue 23: at 20,000 records in one
+	// namespace one response raised the API server's peak memory by
+	// 210–280 MiB, pages of 500 by 0–60 MiB, at the same latency; a
+	// trigger LIST is a quiet pass's one request, kept whole by default).
+	listPageSize   int64
+	recordPageSize int64
 	// leaderElectionNamespace holds the Lease and the record of the
 	// namespaces the instance manages, which plan and list read too.
 	leaderElectionNamespace string
@@ -59,7 +65,8 @@ func (c *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&c.kubeAPIBurst, "kube-api-burst", 300, "requests autox may send at once above --kube-api-qps, when that is positive")
 	fs.StringVar(&c.chartKeyring, "chart-keyring", "", "OpenPGP public keyring file (as `gpg --export` writes it) that chart.verify checks provenance with, for charts whose release spec names no chart.keyring Secret")
 	fs.StringVar(&c.defaultServiceAccount, "default-service-account", "", "service account, in each release's namespace, that the Helm operations of release specs without serviceAccountName run as (a lockdown for multi-team clusters); empty: autox's own identity")
-	fs.Int64Var(&c.listPageSize, "list-page-size", 0, "objects per page of the LISTs of every trigger of a resource and namespace and of every release record of a namespace (client-go's pager); 0: one response (see BENCHMARKS.md)")
+	fs.Int64Var(&c.listPageSize, "list-page-size", 0, "objects per page of a pass's LIST of the triggers of one resource and namespace (client-go's pager); 0: one response (see BENCHMARKS.md)")
+	fs.Int64Var(&c.recordPageSize, "record-list-page-size", 500, "objects per page of the LISTs of every release record of a namespace (the record index's, at start and when its watch is lost, and their live fallback); 0: one response (see BENCHMARKS.md)")
 	fs.StringVar(&c.leaderElectionNamespace, "leader-election-namespace", defaultLeaseNamespace(),
 		"namespace of the leader election Lease and of the ConfigMap "+triggers.ManagedSetName("<instance>")+" that records the namespaces the instance has managed")
 }
@@ -108,6 +115,9 @@ func (c *clusterFlags) check() error {
 	if c.listPageSize < 0 {
 		return fmt.Errorf("invalid --list-page-size %d: must be 0 (one response) or a page size", c.listPageSize)
 	}
+	if c.recordPageSize < 0 {
+		return fmt.Errorf("invalid --record-list-page-size %d: must be 0 (one response) or a page size", c.recordPageSize)
+	}
 	return nil
 }
 
@@ -125,7 +135,7 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 	}
 	helm, err := helmops.New(helmops.Options{
 		RESTConfig: rc, Clientset: cs, Metadata: mc,
-		StorageDriver: c.storageDriver, Instance: c.instance, Timeout: c.helmTimeout, MaxHistory: c.maxHistory, ListPageSize: c.listPageSize, Log: log,
+		StorageDriver: c.storageDriver, Instance: c.instance, Timeout: c.helmTimeout, MaxHistory: c.maxHistory, ListPageSize: c.recordPageSize, Log: log,
 	})
 	if err != nil {
 		return nil, err

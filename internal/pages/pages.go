@@ -1,6 +1,6 @@
 // Package pages makes the large metadata LISTs of autox (a pass's triggers,
 // the release records of a namespace) in one response or in pages of a
-// chosen size, through client-go's pager (--list-page-size; BENCHMARKS.md
+// chosen size, through client-go's pager (--list-page-size, --record-list-page-size; BENCHMARKS.md
 // has the measurements that chose the default).
 package pages
 
