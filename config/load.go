@@ -94,16 +94,6 @@ func Parse(data []byte, dir string) (*Config, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &Error{Problems: []Problem{{Message: "the file is empty; it needs at least `namespaces` and `specs` (use `specs: {}` for no releases)"}}}
 	}
-	// The key check parses the file a second time (the JSON conversion hides
-	// what type YAML read a key as); at 10,000 specs each parse takes about
-	// half a second of a start, so it runs beside the conversion.
-	var keyProblems []Problem
-	keysChecked := make(chan struct{})
-	go func() {
-		defer close(keysChecked)
-		checkKeys(data, &keyProblems)
-	}()
-	defer func() { <-keysChecked }() // no goroutine outlives the call
 	// YAMLToJSONStrict rejects duplicate keys, which plain YAML would silently
 	// resolve to the last one.
 	js, err := yaml.YAMLToJSONStrict(data)
@@ -126,8 +116,8 @@ func Parse(data []byte, dir string) (*Config, error) {
 	if _, ok := tree.(map[string]interface{}); !ok {
 		return nil, &Error{Problems: []Problem{{Message: fmt.Sprintf("the file must be a YAML map with `namespaces` and `specs`, got %s", describe(tree))}}}
 	}
-	<-keysChecked
-	problems := keyProblems
+	var problems []Problem
+	checkKeys(data, &problems)
 	checkShape(tree, reflect.TypeOf(Config{}), location{}, &problems)
 	if m, ok := tree.(map[string]interface{}); ok {
 		if _, has := m["specs"]; !has {
