@@ -9,6 +9,18 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# No build output in git: every clone downloads every tracked file. Test inputs
+# under testdata/ may be large; nothing else over 2 MB may be tracked.
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  oversized=$(git ls-files -z | xargs -0 -r stat -c $'%s\t%n' 2>/dev/null |
+    awk -F'\t' '$1 > 2*1024*1024 && $2 !~ /^testdata\// {printf "  %s (%d bytes)\n", $2, $1}')
+  if [ -n "$oversized" ]; then
+    echo "tracked files over 2 MB outside testdata/ (build outputs? remove them with git rm --cached and ignore them):" >&2
+    echo "$oversized" >&2
+    exit 1
+  fi
+fi
+
 KUBEBUILDER_ASSETS=$(scripts/controlplane.sh)
 export KUBEBUILDER_ASSETS
 
