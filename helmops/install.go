@@ -38,7 +38,7 @@ type Desired struct {
 	// running release's, since an error may quote either.
 	Redact *redact.Redactor
 	// Policy is how the operation runs (timeout, wait, hooks, CRDs, history).
-	Policy Policy
+	Policy config.Policy
 }
 
 // newInstall returns Helm's install action for d, shared by Install and the

@@ -8,34 +8,20 @@ import (
 	"github.com/autox-dev/autox/config"
 )
 
-// Policy is how one operation runs, from its release spec's policies
-// (DESIGN §3). The zero Policy runs it as autox always has: the Manager's
+// How a release policy (config.Policy, DESIGN §3) sets Helm's actions up.
+// The zero Policy runs an operation as autox always has: the Manager's
 // Timeout and MaxHistory, no wait for readiness, hooks on, and Helm's own
 // handling of the chart's crds/ directory (created on install, left alone
 // on upgrade).
-type Policy struct {
-	// Timeout bounds Helm's waits and hooks; 0 means the Manager's.
-	Timeout time.Duration
-	// Wait makes Helm wait until the release's objects are ready (and
-	// WaitForJobs until its Jobs completed) before the release counts as
-	// deployed; failing that within Timeout, the revision is failed.
-	Wait, WaitForJobs bool
-	// DisableHooks skips the chart's hooks.
-	DisableHooks bool
-	// CRDs is config.CRDsSkip, CRDsCreate, CRDsCreateReplace or "" (Helm's).
-	CRDs string
-	// MaxHistory bounds the revisions kept; 0 means the Manager's.
-	MaxHistory int
-}
 
-func (m *Manager) timeout(p Policy) time.Duration {
+func (m *Manager) timeout(p config.Policy) time.Duration {
 	if p.Timeout > 0 {
 		return p.Timeout
 	}
 	return m.opts.Timeout
 }
 
-func (m *Manager) maxHistory(p Policy) int {
+func (m *Manager) maxHistory(p config.Policy) int {
 	if p.MaxHistory > 0 {
 		return p.MaxHistory
 	}
@@ -44,7 +30,7 @@ func (m *Manager) maxHistory(p Policy) int {
 
 // installWith sets an install (or its dry run) up for p. With
 // CreateReplace, Install applies the CRDs itself first, so Helm skips them.
-func (m *Manager) installWith(in *action.Install, p Policy) {
+func (m *Manager) installWith(in *action.Install, p config.Policy) {
 	in.Timeout = m.timeout(p)
 	in.Wait, in.WaitForJobs, in.DisableHooks = p.Wait, p.WaitForJobs, p.DisableHooks
 	in.SkipCRDs = p.CRDs == config.CRDsSkip || p.CRDs == config.CRDsCreateReplace
@@ -52,19 +38,19 @@ func (m *Manager) installWith(in *action.Install, p Policy) {
 
 // upgradeWith sets an upgrade up for p; Helm's upgrade never touches CRDs,
 // Upgrade applies them itself first for Create and CreateReplace.
-func (m *Manager) upgradeWith(up *action.Upgrade, p Policy) {
+func (m *Manager) upgradeWith(up *action.Upgrade, p config.Policy) {
 	up.Timeout, up.MaxHistory = m.timeout(p), m.maxHistory(p)
 	up.Wait, up.WaitForJobs, up.DisableHooks = p.Wait, p.WaitForJobs, p.DisableHooks
 }
 
 // rollbackWith sets a rollback up for p: it waits for what it restores as
 // an upgrade would.
-func (m *Manager) rollbackWith(rb *action.Rollback, p Policy) {
+func (m *Manager) rollbackWith(rb *action.Rollback, p config.Policy) {
 	rb.Timeout, rb.MaxHistory = m.timeout(p), m.maxHistory(p)
 	rb.Wait, rb.WaitForJobs, rb.DisableHooks = p.Wait, p.WaitForJobs, p.DisableHooks
 }
 
 // crdsOnUpgrade says whether and how an upgrade applies the chart's CRDs.
-func crdsOnUpgrade(p Policy) (apply, replace bool) {
+func crdsOnUpgrade(p config.Policy) (apply, replace bool) {
 	return p.CRDs == config.CRDsCreate || p.CRDs == config.CRDsCreateReplace, p.CRDs == config.CRDsCreateReplace
 }

@@ -259,7 +259,7 @@ func (c *Controller) Stuck(now time.Time) error {
 		if s != nil {
 			n += len(s.ReleaseSpecs)
 		}
-		limit := time.Duration(2*n)*staleAfter(s, c.rec.Observer().StaleAfter()) + time.Minute
+		limit := time.Duration(2*n)*staleAfter(s, c.rec.Observer().Defaults()) + time.Minute
 		if d := now.Sub(started); d > limit {
 			what := "spec " + name
 			if spec, obj := parseKey(name); !obj.IsZero() {

@@ -142,7 +142,7 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 		managed = h.managed(state)
 	}
 	rec := NewReconciler(ReconcilerOptions{Helm: writes, Charts: helmops.LocalCharts{}, Triggers: reads, Sources: sources, Inventory: inv,
-		Attempts: attempts.Store{Client: cs, Instance: helm.Instance()}, State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(),
+		Attempts: attempts.Store{Client: cs, Instance: helm.Instance()}, State: state, Defaults: config.PolicyDefaults{Timeout: time.Minute, MaxHistory: 10}, Now: h.clock(),
 		Log: log, Metrics: m, Managed: managed})
 	ctrl = NewController(Options{Reconciler: rec, Inventory: inv, Metadata: meta, Records: records, Workers: 2, Resync: resync,
 		ShutdownTimeout: h.shutdown(), RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Backoff: h.backoff, Metrics: m, Log: log})

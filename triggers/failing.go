@@ -33,9 +33,11 @@ type outcome struct {
 }
 
 // outcomes decides, from one reconcile's plan failures, steps and their
-// errors (errs[i] is steps[i]'s), what each release spec came to.
-// Release specs not named are fine.
-func outcomes(o plan.Observation, failed []plan.Failure, steps []plan.Step, errs []error) map[string]outcome {
+// errors (errs[i] is steps[i]'s), what each release spec came to: a failed
+// step of a release its plan found stale (its state, classified with its
+// release spec's own timeout) is a recovery that failed. Release specs not
+// named are fine.
+func outcomes(failed []plan.Failure, steps []plan.Step, errs []error) map[string]outcome {
 	out := map[string]outcome{}
 	for _, f := range failed {
 		oc := out[f.ReleaseSpec]
@@ -43,12 +45,6 @@ func outcomes(o plan.Observation, failed []plan.Failure, steps []plan.Step, errs
 		var source *plan.SourceError
 		oc.source = oc.source || errors.As(f.Err, &source)
 		out[f.ReleaseSpec] = oc
-	}
-	stale := map[string]bool{}
-	for _, rel := range o.Current {
-		if st, _, _ := plan.ClassifyRelease(rel, rel.Owner(), nil, o.Now, o.StaleAfter); st == plan.ReleaseStaleInstall || st == plan.ReleaseStaleUpgrade {
-			stale[rel.ReleaseSpec] = true
-		}
 	}
 	for i, s := range steps {
 		var err error
@@ -65,7 +61,7 @@ func outcomes(o plan.Observation, failed []plan.Failure, steps []plan.Step, errs
 		}
 		oc := out[s.ReleaseSpec]
 		oc.failing = true
-		oc.stale = oc.stale || stale[s.ReleaseSpec]
+		oc.stale = oc.stale || s.State == plan.ReleaseStaleInstall || s.State == plan.ReleaseStaleUpgrade
 		out[s.ReleaseSpec] = oc
 	}
 	return out

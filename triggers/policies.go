@@ -51,19 +51,18 @@ func exhausted(s plan.Step, err error) bool {
 	if s.Action == plan.ActionExhausted {
 		return true
 	}
-	return s.Policies != nil && s.Policies.Remediation != nil && s.Policies.Remediation.Exhausted &&
-		(s.Action == plan.ActionRollback || s.Action == plan.ActionUninstall)
+	return s.Retries != nil && s.Retries.Exhausted && (s.Action == plan.ActionRollback || s.Action == plan.ActionUninstall)
 }
 
 // staleAfter is the longest unlock age of spec's release specs (the
-// default for none): what bounds one of its operations.
-func staleAfter(spec *config.Spec, def time.Duration) time.Duration {
-	longest := def
+// defaults' for none): what bounds one of its operations.
+func staleAfter(spec *config.Spec, d config.PolicyDefaults) time.Duration {
+	longest := d.Of(nil).StaleAfter()
 	if spec == nil {
 		return longest
 	}
 	for _, rs := range spec.ReleaseSpecs {
-		longest = max(longest, plan.StaleAfterFor(rs, def))
+		longest = max(longest, d.Of(rs).StaleAfter())
 	}
 	return longest
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/redact"
 )
@@ -39,7 +40,7 @@ func (s *orderSpy) Install(ctx context.Context, d helmops.Desired) (int, error) 
 	return rev, err
 }
 
-func (s *orderSpy) UninstallWith(ctx context.Context, namespace, name string, current int, hide *redact.Redactor, p helmops.Policy) error {
+func (s *orderSpy) UninstallWith(ctx context.Context, namespace, name string, current int, hide *redact.Redactor, p config.Policy) error {
 	s.note("start uninstall %s", name)
 	err := s.Helm.UninstallWith(ctx, namespace, name, current, hide, p)
 	s.note("end uninstall %s: %v", name, err)

@@ -73,7 +73,7 @@ func newListCommand(version string) *cobra.Command {
 			state := triggers.NewConfigState(cfg)
 			var recordErr error
 			if namespace == "" || !cfg.Manages(namespace) {
-				recordErr = deps.rememberManaged(cmd.Context(), &cf, state, log)
+				_, recordErr = deps.rememberManaged(cmd.Context(), &cf, state, log)
 			}
 			namespaces := state.GCNamespaces()
 			if namespace != "" {

@@ -244,8 +244,10 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 			// term's fence too, with or without leader election.
 			managed := triggers.NewManagedSet(triggers.ManagedSetOptions{Client: deps.client.CoreV1(),
 				Namespace: f.leaderElectionNamespace, Instance: f.instance, State: state, Log: log})
-			rec := deps.reconciler(state, charts, f.helmTimeout, loopMetrics,
-				events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"}), managed, log)
+			opts := deps.reconciler(state, charts, log)
+			opts.Metrics, opts.Managed = loopMetrics, managed
+			opts.Events = events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"})
+			rec := triggers.NewReconciler(opts)
 			return triggers.NewController(triggers.Options{
 				Reconciler: rec, Inventory: deps.inv, Metadata: deps.meta, Records: records, Workers: f.workers, Resync: f.resync,
 				ShutdownTimeout: f.shutdownTimeout, Metrics: loopMetrics, RequestCount: apiRequests.Load, Log: log,

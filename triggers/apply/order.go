@@ -42,8 +42,8 @@ func (a *Applier) ordered(ctx context.Context, steps []plan.Step, errs []error, 
 					errs[i] = fmt.Errorf("%w: release %s/%s not changed: release spec %s, which comes first, did not succeed", ErrStepFailed, s.Namespace, s.Release, id)
 					return
 				case !ok && isForward(s.Action):
-					// What it comes after is an install or upgrade of this plan
-					// that is not applied (held back before Apply): neither is it.
+					// What it comes after is no step of this plan: neither is it
+					// applied.
 					errs[i] = fmt.Errorf("%w: release %s/%s not changed: release spec %s, which comes first, is not applied now", ErrStepFailed, s.Namespace, s.Release, id)
 					return
 				case !ok || j == i:

@@ -220,7 +220,7 @@ func (ob *Observer) overLimit(ctx context.Context, cfg *config.Config, specName 
 // the observation of the unattributed (Unattributed), with the spec's
 // releases whose newest record cannot be decoded, which are not known to
 // name an object and keep that observation incomplete.
-func (ob *Observer) SelectorObjects(ctx context.Context, cfg *config.Config, specName string) (objs []format.Object, unattributed *Observed, err error) {
+func (ob *Observer) SelectorObjects(ctx context.Context, cfg *config.Config, specName string) (objs []format.Object, unattributed *plan.Observation, err error) {
 	spec := cfg.Specs[specName]
 	listed, err := ob.listObjects(ctx, cfg, spec)
 	if err != nil {

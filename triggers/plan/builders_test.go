@@ -50,7 +50,7 @@ func observation(mut func(o *Observation)) Observation {
 			"a": {Chart: ChartID{"hello", "1.0.0"}},
 			"b": {Chart: ChartID{"job", "0.1.0"}},
 		},
-		Now: planNow, StaleAfter: 5*time.Minute + 30*time.Second}
+		Now: planNow, Defaults: config.PolicyDefaults{Timeout: 5 * time.Minute}}
 	if mut != nil {
 		mut(&o)
 	}
@@ -134,7 +134,7 @@ func objectObservation(t *testing.T, cfg *config.Config, obj format.Object, trig
 	}
 	o := Observation{Spec: "exp", Config: spec, Object: obj, Instance: "autox", InForce: cfg, Trigger: trig, Current: current,
 		ReleaseSpecs: map[string]ReleaseSpecObservation{"job": {Chart: ChartID{"hello", "1.0.0"}}},
-		Now:          planNow, StaleAfter: planNow.Sub(planNow.Add(-300e9))}
+		Now:          planNow, Defaults: config.PolicyDefaults{Timeout: 300*time.Second - config.StaleGrace}}
 	if trig.Found {
 		o.Claimants = NewClaimIndex(cfg).Claimants("apps", "deployments", obj, trig.Labels)
 	}

@@ -46,7 +46,7 @@ func recorded(id string, failures int, fresh bool) func(o *Observation) {
 		fp := "another-config"
 		for _, s := range Decide(*o).Steps {
 			if s.ReleaseSpec == id && !s.removal && fresh {
-				fp = s.Policies.Remediation.Fingerprint
+				fp = s.Retries.Fingerprint
 			}
 		}
 		ro := o.ReleaseSpecs[id]
@@ -109,7 +109,7 @@ func TestDecidePolicies(t *testing.T) {
 		{"a suspended spec removed from the file is a removal like any other", observation(all(suspendSpec, bothDeployed, func(o *Observation) { o.Config = nil })),
 			[]want{{"uninstall", "web-a", "", "spec removed from config"}, {"uninstall", "web-b", "", "spec removed from config"}}, nil},
 		{"a suspended selector spec's releases of no object stay", Observation{Spec: "web", Instance: "autox", Unattributed: true, SpecSuspended: true,
-			Current: []*format.Release{deployed("a")}, Now: planNow, StaleAfter: time.Minute},
+			Current: []*format.Release{deployed("a")}, Now: planNow, Defaults: config.PolicyDefaults{Timeout: time.Minute - config.StaleGrace}},
 			[]want{{"suspended", "web-a", "uninstall", "no object's release"}}, nil},
 
 		// Remediation.
@@ -221,10 +221,10 @@ func TestDecideOrder(t *testing.T) {
 // TestRemediationState: what a step says of the failures and what apply
 // must do with the record: count, or forget it.
 func TestRemediationState(t *testing.T) {
-	rem := func(o Observation) *Remediation {
+	rem := func(o Observation) *Retries {
 		for _, s := range Decide(o).Steps {
-			if s.ReleaseSpec == "a" && s.Policies != nil {
-				return s.Policies.Remediation
+			if s.ReleaseSpec == "a" && s.Retries != nil {
+				return s.Retries
 			}
 		}
 		return nil
