@@ -17,8 +17,8 @@ import (
 func TestPlanShowsHeldSteps(t *testing.T) {
 	steps := []plan.Step{{Action: plan.ActionSuspended, Pending: plan.ActionUpgrade, Suspended: config.SuspendedBySpec,
 		Spec: "web", ReleaseSpec: "hello", Release: "web-hello", Namespace: "apps",
-		Reason:   "spec suspended; otherwise: upgrade (values changed: .greeting)",
-		Policy:   config.PolicyDefaults{}.Of(&config.ReleaseSpec{Wait: true, Timeout: "90s"})}}
+		Reason: "spec suspended; otherwise: upgrade (values changed: .greeting)",
+		Policy: config.PolicyDefaults{}.Of(&config.ReleaseSpec{Wait: true, Timeout: "90s"})}}
 	var table bytes.Buffer
 	if err := printSteps(&table, "table", steps); err != nil {
 		t.Fatal(err)
