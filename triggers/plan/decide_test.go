@@ -55,6 +55,13 @@ func recorded(id string, failures int, fresh bool) func(o *Observation) {
 	}
 }
 
+// recordHolds is o with a record of managed namespaces that holds these.
+func recordHolds(namespaces ...string) func(o *Observation) {
+	return func(o *Observation) {
+		o.Managed = &ManagedNamespaces{ConfigMap: "home/autox-namespaces-autox", Namespaces: namespaces}
+	}
+}
+
 func all(muts ...func(o *Observation)) func(o *Observation) {
 	return func(o *Observation) {
 		for _, m := range muts {
@@ -145,6 +152,21 @@ func TestDecidePolicies(t *testing.T) {
 				r.Status, r.Revision, r.Modified = release.StatusPendingUpgrade, 3, planNow.Add(-2*time.Minute)
 			}), deployed("b"))),
 			[]want{{"wait", "web-a", "", "pending-upgrade since 2m0s"}, {"unchanged", "web-b", "", ""}}, nil},
+
+		// The record of managed namespaces.
+		{"an install into a namespace not recorded waits", observation(recordHolds("ns")),
+			[]want{{"install", "web-a", "", ""}, {"wait", "web-b", "install", "namespace other is not recorded in ConfigMap home/autox-namespaces-autox yet"}}, nil},
+		{"an upgrade there goes ahead, a reinstall waits", observation(all(recordHolds(), bothDeployed, newLabel)),
+			[]want{{"upgrade", "web-a", "", "values changed"}, {"wait", "web-b", "reinstall", "namespace other is not recorded"}}, nil},
+		{"a record that cannot be read holds every install, saying why", observation(all(recordHolds(), func(o *Observation) {
+			o.Managed.Err = errors.New("configmaps is forbidden")
+		})),
+			[]want{{"wait", "web-a", "install", "(configmaps is forbidden)"}, {"wait", "web-b", "install", "(configmaps is forbidden)"}}, nil},
+		{"its dependents wait with it", observation(all(recordHolds("other"), bDependsOnA)),
+			[]want{{"wait", "web-a", "install", "namespace ns is not recorded"}, {"wait", "web-b", "install", "waits for release spec a"}}, nil},
+		{"the removal it replaces waits with it", observation(all(recordHolds("old", "other"), current(with(deployed("a"), func(r *format.Release) { r.Namespace = "old" })))),
+			[]want{{"wait", "web-a", "uninstall", "waits for the install of its replacement"}, {"wait", "web-a", "install", "namespace ns is not recorded"},
+				{"install", "web-b", "", ""}}, nil},
 
 		// dependsOn.
 		{"installs in order", observation(bDependsOnA),
