@@ -244,7 +244,7 @@ func TestDeployedValues(t *testing.T) {
 	m := newManager(t, DriverSecret)
 	ns := cluster.Namespace(t)
 	first := map[string]interface{}{"label": "first"}
-	label := func(v string) Desired { return desired(t, ns, "r", "charts/label", map[string]interface{}{"label": v}) }
+	label := func(v string) Target { return desired(t, ns, "r", "charts/label", map[string]interface{}{"label": v}) }
 	readers := map[string]func() *format.Release{
 		"Lookup": func() *format.Release {
 			r, err := m.Lookup(ctx, ns, "r")

@@ -33,7 +33,7 @@ import (
 // waited --shutdown-timeout or the leadership term has ended (its writes are
 // then refused anyway); a release left uninstalled then is installed by the
 // next leader, like any absent release.
-func (m *Manager) Reinstall(ctx context.Context, d Desired) (int, error) {
+func (m *Manager) Reinstall(ctx context.Context, d Target) (int, error) {
 	if err := notStarted(ctx, "reinstall", d.Namespace, d.Name); err != nil {
 		return 0, err
 	}
@@ -65,7 +65,7 @@ func (m *Manager) Reinstall(ctx context.Context, d Desired) (int, error) {
 // release is gone; so every object, and every install hook, is also sent as a
 // server-side dry-run create. An object of the running release answers
 // AlreadyExists, which the API server checks only after validating it.
-func (m *Manager) dryRunInstall(ctx context.Context, d Desired) error {
+func (m *Manager) dryRunInstall(ctx context.Context, d Target) error {
 	in, cfg, err := m.newInstall(ctx, d, true)
 	if err != nil {
 		return err

@@ -450,7 +450,7 @@ func TestDriftIsCorrected(t *testing.T) {
 		vals[k] = val
 	}
 	vals["greeting"] = "changed"
-	if _, err := h.Helm.Upgrade(context.Background(), helmops.Desired{Spec: "web", ReleaseSpec: "hello", Name: "web-hello", Namespace: h.NS, Chart: ch, Values: vals}); err != nil {
+	if _, err := h.Helm.Upgrade(context.Background(), helmops.Target{Spec: "web", ReleaseSpec: "hello", Name: "web-hello", Namespace: h.NS, Chart: ch, Values: vals}); err != nil {
 		t.Fatal(err)
 	}
 	// The next periodic pass puts the declared values back.

@@ -33,7 +33,7 @@ func (s *orderSpy) note(format string, args ...interface{}) {
 	s.events = append(s.events, fmt.Sprintf(format, args...))
 }
 
-func (s *orderSpy) Install(ctx context.Context, d helmops.Desired) (int, error) {
+func (s *orderSpy) Install(ctx context.Context, d helmops.Target) (int, error) {
 	s.note("start install %s", d.Name)
 	rev, err := s.Helm.Install(ctx, d)
 	s.note("end install %s: %v", d.Name, err)

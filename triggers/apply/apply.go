@@ -28,13 +28,13 @@ import (
 
 // Helm is the part of helmops.Manager that applying uses: its writes.
 type Helm interface {
-	Install(ctx context.Context, d helmops.Desired) (int, error)
-	Upgrade(ctx context.Context, d helmops.Desired) (int, error)
-	Reinstall(ctx context.Context, d helmops.Desired) (int, error)
+	Install(ctx context.Context, d helmops.Target) (int, error)
+	Upgrade(ctx context.Context, d helmops.Target) (int, error)
+	Reinstall(ctx context.Context, d helmops.Target) (int, error)
 	UninstallWith(ctx context.Context, namespace, name string, current int, hide *redact.Redactor, p config.Policy) error
 	RollbackWith(ctx context.Context, namespace, name string, current, toRevision int, hide *redact.Redactor, p config.Policy) error
 	Adopt(ctx context.Context, a helmops.Adoption) error
-	DryRunReplacement(ctx context.Context, d helmops.Desired, old helmops.Ref) error
+	DryRunReplacement(ctx context.Context, d helmops.Target, old helmops.Ref) error
 }
 
 // Charts loads a chart for an operation: a repository chart the decision
@@ -261,26 +261,26 @@ func (a *Applier) install(ctx context.Context, h Helm, p plan.Plan, s plan.Step)
 
 // desired is the release step s of plan p makes, loading a repository
 // chart first: the decision did not need it.
-func (a *Applier) desired(ctx context.Context, p plan.Plan, s plan.Step) (helmops.Desired, error) {
+func (a *Applier) desired(ctx context.Context, p plan.Plan, s plan.Step) (helmops.Target, error) {
 	if s.Desired == nil {
-		return helmops.Desired{}, fmt.Errorf("%s of release %s/%s names no desired release", s.Action, s.Namespace, s.Release)
+		return helmops.Target{}, fmt.Errorf("%s of release %s/%s names no desired release", s.Action, s.Namespace, s.Release)
 	}
 	ref, ch := s.Desired.Source, s.Desired.Loaded
 	if ch == nil {
 		if a.opts.Charts == nil {
-			return helmops.Desired{}, fmt.Errorf("chart %s %s cannot be loaded: this autox has no chart source", ref.Name, ref.Version)
+			return helmops.Target{}, fmt.Errorf("chart %s %s cannot be loaded: this autox has no chart source", ref.Name, ref.Version)
 		}
 		var id plan.ChartID
 		var err error
 		if ch, id, err = a.opts.Charts(ctx, ref, a.opts.ConfigDir()); err != nil {
-			return helmops.Desired{}, fmt.Errorf("%w: %w", errNoAttempt, err)
+			return helmops.Target{}, fmt.Errorf("%w: %w", errNoAttempt, err)
 		}
 		// Otherwise every pass would see a difference and upgrade again.
 		if id.Name != ref.Name || id.Version != ref.Version {
-			return helmops.Desired{}, fmt.Errorf("%w: chart %s %s from %s is named %s %s in its Chart.yaml; fix the repository or the config",
+			return helmops.Target{}, fmt.Errorf("%w: chart %s %s from %s is named %s %s in its Chart.yaml; fix the repository or the config",
 				errNoAttempt, ref.Name, ref.Version, ref.Repo, id.Name, id.Version)
 		}
 	}
-	return helmops.Desired{Spec: s.Spec, ReleaseSpec: s.ReleaseSpec, Object: p.Object, Name: s.Release, Namespace: s.Namespace, Chart: ch,
+	return helmops.Target{Spec: s.Spec, ReleaseSpec: s.ReleaseSpec, Object: p.Object, Name: s.Release, Namespace: s.Namespace, Chart: ch,
 		Values: s.Desired.Values, Digest: s.Desired.Digest, Revision: s.Desired.Revision, Current: s.Revision, Redact: s.Hide, Policy: s.Policy}, nil
 }

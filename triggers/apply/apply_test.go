@@ -52,7 +52,7 @@ func (h *stepHelm) op(name string, uninstall bool, run func() error) error {
 	return err
 }
 
-func (h *stepHelm) Install(_ context.Context, d helmops.Desired) (int, error) {
+func (h *stepHelm) Install(_ context.Context, d helmops.Target) (int, error) {
 	return 1, h.op(d.Name, false, func() error {
 		if d.Name == "bad" {
 			return fmt.Errorf("install of %s failed", d.Name)
@@ -151,7 +151,7 @@ func (h *orderHelm) record(call string) {
 	h.calls = append(h.calls, call)
 }
 
-func (h *orderHelm) Install(_ context.Context, d helmops.Desired) (int, error) {
+func (h *orderHelm) Install(_ context.Context, d helmops.Target) (int, error) {
 	h.record("install " + d.Namespace + "/" + d.Name)
 	return 1, nil
 }
@@ -161,7 +161,7 @@ func (h *orderHelm) UninstallWith(_ context.Context, ns, name string, _ int, _ *
 	return nil
 }
 
-func (h *orderHelm) DryRunReplacement(_ context.Context, d helmops.Desired, old helmops.Ref) error {
+func (h *orderHelm) DryRunReplacement(_ context.Context, d helmops.Target, old helmops.Ref) error {
 	h.record("dry run " + d.Namespace + "/" + d.Name + " for " + old.String())
 	return h.dryRunErr
 }
