@@ -388,7 +388,7 @@ func TestLiveConfigChange(t *testing.T) {
 	h.WaitRelease("web-job", "installed", deployedAt(1))
 
 	// Drop one release spec and change the other's values.
-	ch := h.ctrl.ApplyConfig(context.Background(), h.config(webSpec(`      hello:
+	ch := h.ctrl.Reconfigure(context.Background(), h.config(webSpec(`      hello:
         chart: {path: {{.Charts}}/hello-v2}
         values: {greeting: hey}
 `)))
@@ -402,7 +402,7 @@ func TestLiveConfigChange(t *testing.T) {
 	}
 
 	// Drop the whole spec.
-	h.ctrl.ApplyConfig(context.Background(), h.config("namespaces: ["+h.NS+"]\nspecs: {}\n"))
+	h.ctrl.Reconfigure(context.Background(), h.config("namespaces: ["+h.NS+"]\nspecs: {}\n"))
 	h.WaitRelease("web-hello", "uninstalled", gone)
 }
 

@@ -128,7 +128,7 @@ func TestManagedSetInTheCluster(t *testing.T) {
 	if _, err := cluster.Client.CoreV1().ConfigMaps(home).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	state.Apply(namespaces("a", "c")) // b dropped now, c added
+	state.Replace(namespaces("a", "c")) // b dropped now, c added
 	if err := m.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestManagedSetInTheCluster(t *testing.T) {
 	if err := cluster.Client.CoreV1().ConfigMaps(home).Delete(ctx, ManagedSetName("one"), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	state.Apply(namespaces("a", "c", "d"))
+	state.Replace(namespaces("a", "c", "d"))
 	if err := m.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -142,7 +142,7 @@ specs:
 	if gauge("spec") != 1 || gauge("release_spec") != 3 {
 		t.Errorf("suspended: spec %v, release_spec %v; want 1 and 3", gauge("spec"), gauge("release_spec"))
 	}
-	h.ctrl.ApplyConfig(context.Background(), h.config(webSpec(`      hello: {chart: {path: {{.Charts}}/hello}}
+	h.ctrl.Reconfigure(context.Background(), h.config(webSpec(`      hello: {chart: {path: {{.Charts}}/hello}}
 `)))
 	if gauge("spec") != 0 || gauge("release_spec") != 0 {
 		t.Errorf("after the config change: spec %v, release_spec %v; want 0", gauge("spec"), gauge("release_spec"))

@@ -137,7 +137,7 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 	live := &liveController{state: triggers.NewConfigState(cfg), log: log}
 	// Every replica, leader or not, watches and validates the config file:
 	// a replica that becomes leader acts on the last valid config it saw.
-	reloader := watch.NewReloader(watch.ReloaderOptions{Initial: initial, Apply: live.apply, Metrics: watchMetrics, Log: log})
+	reloader := watch.NewReloader(watch.ReloaderOptions{Initial: initial, Reconfigure: live.reconfigure, Metrics: watchMetrics, Log: log})
 	if watch.LooksLikeSubPath(f.config) {
 		log.Warn().Str("config", f.config).Msg("the config file is a mount point of its own, as with a subPath volume mount: " +
 			"the kubelet never updates those, so config changes will not reach autox; mount the whole ConfigMap as a directory")
@@ -289,16 +289,16 @@ type liveController struct {
 	ctrl *triggers.Controller
 }
 
-// apply is the reloader's callback for a new valid config.
-func (l *liveController) apply(ctx context.Context, cfg *config.Config) {
+// reconfigure is the reloader's callback for a new valid config.
+func (l *liveController) reconfigure(ctx context.Context, cfg *config.Config) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ctrl == nil {
-		l.state.Apply(cfg)
+		l.state.Replace(cfg)
 		l.log.Info().Int("specs", len(cfg.Specs)).Msg("config kept for when this process leads")
 		return
 	}
-	ch := l.ctrl.ApplyConfig(ctx, cfg)
+	ch := l.ctrl.Reconfigure(ctx, cfg)
 	l.log.Info().Strs("removedSpecs", ch.RemovedSpecs).Strs("addedSpecs", ch.AddedSpecs).
 		Strs("changedSpecs", ch.ChangedSpecs).Int("removedReleaseSpecs", len(ch.RemovedReleaseSpecs)).Msg("config changes")
 }
