@@ -51,9 +51,9 @@ var errUnsettled = errors.New("the file is still being written; will check again
 
 // Reloader applies the config file when its content changed and is valid.
 type Reloader struct {
-	path  string
+	path        string
 	reconfigure func(context.Context, *config.Config)
-	parse func(path string, data []byte) (*config.Config, error)
+	parse       func(path string, data []byte) (*config.Config, error)
 	// settle is the pause between the two reads that must agree before a
 	// content is trusted, so a file caught mid-write is not taken for whole.
 	settle time.Duration
