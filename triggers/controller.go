@@ -307,3 +307,16 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	return true
 }
+
+// staleAfter is the longest unlock age of spec's release specs (the
+// defaults' for none): what bounds one of its operations.
+func staleAfter(spec *config.Spec, d config.PolicyDefaults) time.Duration {
+	longest := d.Of(nil).StaleAfter()
+	if spec == nil {
+		return longest
+	}
+	for _, rs := range spec.ReleaseSpecs {
+		longest = max(longest, d.Of(rs).StaleAfter())
+	}
+	return longest
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/triggers/apply"
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
@@ -28,7 +29,7 @@ type outcome struct {
 	// recovery (rollback, or uninstall and install) failed.
 	stale bool
 	// exhausted: its remediation retries are used up for what it would
-	// install; autox makes no further attempt (policies.go).
+	// install; autox makes no further attempt (plan/retries.go).
 	exhausted bool
 }
 
@@ -213,4 +214,17 @@ func (r *Reconciler) releaseSpecIDs(spec string) []string {
 		return s.ReleaseSpecIDs()
 	}
 	return nil
+}
+
+// exhausted reports whether step s (err: its error) finds its release
+// spec's retries used up: held for it, remediated for it, or the failed
+// attempt that used them up.
+func exhausted(s plan.Step, err error) bool {
+	if errors.Is(err, apply.ErrRetriesExhausted) {
+		return true
+	}
+	if s.Action == plan.ActionExhausted {
+		return true
+	}
+	return s.Retries != nil && s.Retries.Exhausted && (s.Action == plan.ActionRollback || s.Action == plan.ActionUninstall)
 }
