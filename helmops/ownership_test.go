@@ -160,7 +160,7 @@ func TestNewestRevisionDecidesOwnership(t *testing.T) {
 			sameReads(t, m, indexed, ix, counter, ns, []string{"spec", "other"}, nil, []string{"r"})
 			if len(recs) != 0 != tc.managed {
 				t.Errorf("Inventory.Managed = %+v; want the release: %v", recs, tc.managed)
-			} else if tc.managed && (recs[0].Revision != newest || recs[0].Spec != looked.Spec || recs[0].Status != looked.Status.String()) {
+			} else if tc.managed && (recs[0].Revision != newest || recs[0].Spec != looked.Spec || string(recs[0].Status) != looked.Status.String()) {
 				t.Errorf("Inventory.Managed = %+v; Lookup = %+v", recs[0], looked)
 			}
 		})

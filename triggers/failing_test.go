@@ -60,8 +60,8 @@ specs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	pending := &format.Release{Name: "web-b", Namespace: "ns", Spec: "web", ReleaseSpec: "b", Instance: "autox", Status: release.StatusPendingUpgrade,
-		Revision: 2, LastDeployedRevision: 1, DeployedBefore: true, ChartName: "hello", ChartVersion: "0.1.0", Modified: now.Add(-time.Minute)}
+	pending := &format.Release{Record: format.Record{Name: "web-b", Namespace: "ns", Spec: "web", ReleaseSpec: "b", Instance: "autox", Status: release.StatusPendingUpgrade, Revision: 2},
+		LastDeployedRevision: 1, DeployedBefore: true, ChartName: "hello", ChartVersion: "0.1.0", Modified: now.Add(-time.Minute)}
 	p := plan.Decide(plan.Observation{Spec: "web", Config: cfg.Specs["web"], Instance: "autox", InForce: cfg,
 		Trigger: plan.TriggerRead{Found: true, Labels: map[string]string{config.DefaultTriggerLabel: "1.0.0"}},
 		Current: []*format.Release{pending}, ReleaseSpecs: map[string]plan.ReleaseSpecObservation{"b": {Chart: plan.ChartID{Name: "hello", Version: "0.1.0"}}},

@@ -51,8 +51,8 @@ func installsIn(namespaces ...string) plan.Observation {
 	spec := &config.Spec{ReleaseSpecs: map[string]*config.ReleaseSpec{"up": {ReleaseName: "up", Namespace: "a"}}}
 	o := plan.Observation{Spec: "s", Config: spec, Instance: "autox", Trigger: plan.TriggerRead{Found: true},
 		ReleaseSpecs: map[string]plan.ReleaseSpecObservation{"up": {Chart: plan.ChartID{Name: "c", Version: "2"}}},
-		Current: []*format.Release{{Name: "up", Namespace: "a", Spec: "s", ReleaseSpec: "up", Instance: "autox", Status: release.StatusDeployed,
-			Revision: 1, LastDeployedRevision: 1, ChartName: "c", ChartVersion: "1"}}}
+		Current: []*format.Release{{Record: format.Record{Name: "up", Namespace: "a", Spec: "s", ReleaseSpec: "up", Instance: "autox",
+			Status: release.StatusDeployed, Revision: 1}, LastDeployedRevision: 1, ChartName: "c", ChartVersion: "1"}}}
 	for _, ns := range namespaces {
 		spec.ReleaseSpecs["r-"+ns] = &config.ReleaseSpec{ReleaseName: "r-" + ns, Namespace: ns}
 		o.ReleaseSpecs["r-"+ns] = plan.ReleaseSpecObservation{Chart: plan.ChartID{Name: "c", Version: "1"}}

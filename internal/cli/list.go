@@ -113,8 +113,7 @@ func listRows(cfg *config.Config, instance string, rels []*format.Release, onlyO
 	rows := []listedRelease{}
 	for _, r := range rels {
 		adopter, handedOver := plan.AdopterOf(cfg, instance, r)
-		orphan := !handedOver && !plan.WantedBy(cfg, format.Record{Name: r.Name, Namespace: r.Namespace, Spec: r.Spec, ReleaseSpec: r.ReleaseSpec,
-			ObjectNamespace: r.ObjectNamespace, ObjectName: r.ObjectName})
+		orphan := !handedOver && !plan.WantedBy(cfg, r.Record)
 		if onlyOrphans && !orphan {
 			continue
 		}

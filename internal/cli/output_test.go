@@ -47,9 +47,9 @@ func TestListShowsSuspended(t *testing.T) {
 		}},
 	}}
 	rels := []*format.Release{
-		{Name: "web-hello", Namespace: "apps", Spec: "web", ReleaseSpec: "hello", Instance: format.DefaultInstance},
-		{Name: "api-held", Namespace: "apps", Spec: "api", ReleaseSpec: "held", Instance: format.DefaultInstance},
-		{Name: "api-free", Namespace: "apps", Spec: "api", ReleaseSpec: "free", Instance: format.DefaultInstance},
+		{Record: format.Record{Name: "web-hello", Namespace: "apps", Spec: "web", ReleaseSpec: "hello", Instance: format.DefaultInstance}},
+		{Record: format.Record{Name: "api-held", Namespace: "apps", Spec: "api", ReleaseSpec: "held", Instance: format.DefaultInstance}},
+		{Record: format.Record{Name: "api-free", Namespace: "apps", Spec: "api", ReleaseSpec: "free", Instance: format.DefaultInstance}},
 	}
 	rows := listRows(cfg, format.DefaultInstance, rels, false, "")
 	var table bytes.Buffer

@@ -170,8 +170,7 @@ func (ob *Observer) specObjects(ctx context.Context, specName string) (rels []*f
 				whole = false
 				break
 			}
-			out = append(out, &format.Release{Name: r.Name, Namespace: r.Namespace, Spec: r.Spec, ReleaseSpec: r.ReleaseSpec,
-				Instance: r.Instance, ObjectNamespace: r.ObjectNamespace, ObjectName: r.ObjectName, Revision: r.Revision})
+			out = append(out, &format.Release{Record: r})
 		}
 		if whole {
 			return out, nil, nil

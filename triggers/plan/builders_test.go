@@ -39,9 +39,8 @@ func deployed(id string) *format.Release {
 	spec := planSpec()
 	rs := spec.ReleaseSpecs[id]
 	chart := map[string][2]string{"a": {"hello", "1.0.0"}, "b": {"job", "0.1.0"}}[id]
-	return &format.Release{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "web", ReleaseSpec: id, Instance: "autox",
-		Revision: 2, Status: release.StatusDeployed, ChartName: chart[0], ChartVersion: chart[1],
-		Values: DesiredValues(rs, spec.Trigger, labelled.Labels), Modified: planNow.Add(-time.Hour), LastDeployedRevision: 2}
+	return &format.Release{Record: format.Record{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "web", ReleaseSpec: id, Instance: "autox", Revision: 2, Status: release.StatusDeployed},
+		ChartName: chart[0], ChartVersion: chart[1], Values: DesiredValues(rs, spec.Trigger, labelled.Labels), Modified: planNow.Add(-time.Hour), LastDeployedRevision: 2}
 }
 
 func observation(mut func(o *Observation)) Observation {
@@ -148,8 +147,7 @@ func objectRelease(t *testing.T, cfg *config.Config, obj format.Object, trig Tri
 		t.Fatal(err)
 	}
 	rs := spec.ReleaseSpecs["job"]
-	return &format.Release{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "exp", ReleaseSpec: "job", Instance: "autox",
-		ObjectNamespace: obj.Namespace, ObjectName: format.ObjectLabel(obj.Name), Revision: 1, Status: release.StatusDeployed,
+	return &format.Release{Record: format.Record{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "exp", ReleaseSpec: "job", Instance: "autox", ObjectNamespace: obj.Namespace, ObjectName: format.ObjectLabel(obj.Name), Revision: 1, Status: release.StatusDeployed},
 		ChartName: "hello", ChartVersion: "1.0.0", Values: DesiredValues(rs, spec.Trigger, trig.Labels), Modified: planNow, LastDeployedRevision: 1}
 }
 
@@ -213,9 +211,8 @@ func namedRelease(t *testing.T, cfg *config.Config, trig TriggerRead) *format.Re
 	t.Helper()
 	spec := cfg.Specs["web"]
 	rs := spec.ReleaseSpecs["a"]
-	return &format.Release{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "web", ReleaseSpec: "a", Instance: "autox",
-		Revision: 1, Status: release.StatusDeployed, ChartName: "hello", ChartVersion: "1.0.0",
-		Values: DesiredValues(rs, spec.Trigger, trig.Labels), Modified: planNow, LastDeployedRevision: 1}
+	return &format.Release{Record: format.Record{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "web", ReleaseSpec: "a", Instance: "autox", Revision: 1, Status: release.StatusDeployed},
+		ChartName: "hello", ChartVersion: "1.0.0", Values: DesiredValues(rs, spec.Trigger, trig.Labels), Modified: planNow, LastDeployedRevision: 1}
 }
 
 // at is source s placed whole at targetPath path.

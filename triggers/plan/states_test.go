@@ -74,9 +74,8 @@ func TestClassifyRelease(t *testing.T) {
 	stale := 5*time.Minute + 30*time.Second
 	want := &Desired{ChartName: "hello", ChartVersion: "0.1.0", Values: map[string]interface{}{"a": 1}}
 	rel := func(mut func(r *format.Release)) *format.Release {
-		r := &format.Release{Name: "s-r", Namespace: "default", Spec: "s", ReleaseSpec: "r", Revision: 3,
-			Status: release.StatusDeployed, ChartName: "hello", ChartVersion: "0.1.0",
-			Values: map[string]interface{}{"a": 1.0}, Modified: now.Add(-time.Hour), Updated: now.Add(-2 * time.Hour), DeployedBefore: true, LastDeployedRevision: 3, Instance: "autox"}
+		r := &format.Release{Record: format.Record{Name: "s-r", Namespace: "default", Spec: "s", ReleaseSpec: "r", Revision: 3, Status: release.StatusDeployed, Instance: "autox"},
+			ChartName: "hello", ChartVersion: "0.1.0", Values: map[string]interface{}{"a": 1.0}, Modified: now.Add(-time.Hour), Updated: now.Add(-2 * time.Hour), DeployedBefore: true, LastDeployedRevision: 3}
 		if mut != nil {
 			mut(r)
 		}
