@@ -22,6 +22,7 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/releasetest"
 	"github.com/autox-dev/autox/internal/testenv"
@@ -141,7 +142,7 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	if h.managed != nil {
 		managed = h.managed(state)
 	}
-	rec := NewReconciler(ReconcilerOptions{Helm: writes, Charts: helmops.LocalCharts{}, Triggers: reads, Sources: sources, Inventory: inv,
+	rec := NewReconciler(ReconcilerOptions{Helm: writes, Charts: chartsource.LocalCharts{}, Triggers: reads, Sources: sources, Inventory: inv,
 		Attempts: attempts.Store{Client: cs, Instance: helm.Instance()}, State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(),
 		Log: log, Metrics: m, Managed: managed})
 	ctrl = NewController(Options{Reconciler: rec, Inventory: inv, Metadata: meta, Records: records, Workers: 2, Resync: resync,
@@ -441,7 +442,7 @@ func TestDriftIsCorrected(t *testing.T) {
 	r := h.WaitRelease("web-hello", "installed", deployedAt(1))
 
 	// Someone upgrades the release behind autox's back, keeping the labels.
-	ch, err := helmops.LocalCharts{}.Load(context.Background(), config.Chart{Path: "hello"}, h.Charts)
+	ch, err := chartsource.LocalCharts{}.Load(context.Background(), config.Chart{Path: "hello"}, h.Charts)
 	if err != nil {
 		t.Fatal(err)
 	}

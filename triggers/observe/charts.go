@@ -10,7 +10,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 
 	"github.com/autox-dev/autox/config"
-	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
@@ -19,12 +19,12 @@ import (
 // last loaded (re-read only when its file changed), so that a quiet pass can
 // identify every chart without loading one. Safe for concurrent use.
 type ChartIdentities struct {
-	source helmops.ChartSource
+	source chartsource.ChartSource
 	local  chartIDs
 }
 
 // NewChartIdentities loads charts through source.
-func NewChartIdentities(source helmops.ChartSource) *ChartIdentities {
+func NewChartIdentities(source chartsource.ChartSource) *ChartIdentities {
 	return &ChartIdentities{source: source}
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/triggers/plan"
 )
@@ -60,7 +61,7 @@ type Options struct {
 	// Sources reads the Secrets and ConfigMaps of valuesFrom entries; nil
 	// fails every release spec that has some.
 	Sources ValuesSources
-	Charts  helmops.ChartSource
+	Charts  chartsource.ChartSource
 	// Attempts reads the failed attempts recorded for release specs with
 	// remediation retries; nil fails every such release spec.
 	Attempts AttemptRecords

@@ -1,4 +1,8 @@
-package helmops
+// Package chartsource loads the charts release specs name: local directories
+// and archives, http(s) chart repositories and OCI registries, through one
+// disk cache, with the pins and provenance checks of DESIGN §2. It fetches
+// and checks; it touches no cluster and runs no Helm action.
+package chartsource
 
 import (
 	"bytes"
