@@ -10,7 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -125,7 +125,7 @@ func TestLifecycle(t *testing.T) {
 				t.Fatalf("SpecReleases = %v, %v", rels, err)
 			}
 			r := rels[0]
-			if r.Spec != "spec" || r.ReleaseSpec != "rs" || r.Status != release.StatusDeployed || r.ChartName != "hello" || r.ChartVersion != "0.1.0" || r.Revision != 1 {
+			if r.Spec != "spec" || r.ReleaseSpec != "rs" || r.Status != common.StatusDeployed || r.ChartName != "hello" || r.ChartVersion != "0.1.0" || r.Revision != 1 {
 				t.Errorf("release = %+v", r)
 			}
 

@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/storage/driver"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/storage/driver"
 
 	"github.com/autox-dev/autox/internal/redact"
 )
@@ -55,11 +54,7 @@ func (m *Manager) uninstall(ctx context.Context, namespace, name string, current
 		return err
 	}
 	un := action.NewUninstall(cfg)
-	un.Timeout, un.DisableHooks = m.timeout(p), p.DisableHooks
-	if wait {
-		un.Wait = true
-		un.DeletionPropagation = string(metav1.DeletePropagationBackground)
-	}
+	m.uninstallWith(un, p, wait)
 	err = m.untilDone(ctx, func() error { _, err := un.Run(name); return err })
 	switch {
 	case err == nil, errors.Is(err, driver.ErrReleaseNotFound):

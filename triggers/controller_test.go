@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -324,7 +324,7 @@ func TestLifecycleOfOneTrigger(t *testing.T) {
 	h.Relabel("web", v("2.0.0"))
 	h.WaitRelease("web-hello", "upgraded", deployedAt(2))
 	job2 := h.WaitRelease("web-job", "reinstalled", func(r *format.Release) bool {
-		return r != nil && r.Status == release.StatusDeployed && r.FirstDeployed.After(job.FirstDeployed)
+		return r != nil && r.Status == common.StatusDeployed && r.FirstDeployed.After(job.FirstDeployed)
 	})
 	if job2.Revision != 1 {
 		t.Errorf("reinstalled job revision = %d, want 1", job2.Revision)
@@ -426,7 +426,7 @@ func TestConflictAndFailureIsolation(t *testing.T) {
 	if r == nil || r.Managed() || r.Revision != 1 {
 		t.Errorf("foreign release changed: %+v", r)
 	}
-	if b := h.Release("web-broken"); b != nil && b.Status == release.StatusDeployed {
+	if b := h.Release("web-broken"); b != nil && b.Status == common.StatusDeployed {
 		t.Errorf("broken chart deployed: %+v", b)
 	}
 	if r := h.Release("web-ok"); r.Revision != 1 {

@@ -7,11 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"helm.sh/helm/v3/pkg/chart"
-
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/triggers/plan"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 )
 
 // ChartIdentities names the charts release specs point at: a repository
