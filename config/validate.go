@@ -61,7 +61,7 @@ func applyDefaults(cfg *Config) {
 			}
 			defaultValuesFrom(rs)
 			defaultKeyring(rs)
-			defaultPolicies(rs)
+			defaultPolicies(spec, rs)
 		}
 	}
 }
