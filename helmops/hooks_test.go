@@ -110,7 +110,8 @@ func TestHookRecreatedOnlyOnceGone(t *testing.T) {
 // for under Helm 4, where Helm 3 dropped them; `|-` strips in both. So the
 // first real upgrade after the switch to Helm 4 may patch such objects (the
 // switch alone writes nothing: autox compares chart and values, never
-// manifests).
+// manifests). The `|+` block keeps every newline up to the separator, the
+// one Helm's template aggregation adds included.
 func TestBlockScalarsKeepTheirNewlines(t *testing.T) {
 	ctx := context.Background()
 	m := newManager(t, DriverSecret)
@@ -118,7 +119,7 @@ func TestBlockScalarsKeepTheirNewlines(t *testing.T) {
 	if _, err := m.Install(ctx, desired(t, ns, "b", "charts/blockscalar", nil)); err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]string{"b-clip": "echo hi\n", "b-keep": "echo hi\n\n\n", "b-strip": "echo hi"} {
+	for name, want := range map[string]string{"b-clip": "echo hi\n", "b-keep": "echo hi\n\n\n\n", "b-strip": "echo hi"} {
 		cm, err := cluster.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)

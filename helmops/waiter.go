@@ -5,6 +5,7 @@ import (
 
 	"helm.sh/helm/v4/pkg/kube"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/resource"
 )
 
@@ -29,7 +30,19 @@ const hookAnnotation = "helm.sh/hook"
 // reachability check, and with hooksOnly for kube.HookOnlyStrategy. Only the
 // methods below and those of kube.Interface may be used: *kube.Client embeds
 // a Waiter that is nil until SetWaiter, so its promoted Wait methods panic.
-type kubeClient struct{ *kube.Client }
+type kubeClient struct {
+	*kube.Client
+	// deleted, when set, records what the client is asked to delete (an
+	// uninstall's report of the objects it left: leftbehind.go).
+	deleted *deletions
+}
+
+func (c kubeClient) Delete(resources kube.ResourceList, policy metav1.DeletionPropagation) (*kube.Result, []error) {
+	if c.deleted != nil {
+		c.deleted.add(resources)
+	}
+	return c.Client.Delete(resources, policy)
+}
 
 // IsReachable is not asked of the API server: before every install and
 // upgrade Helm asks it for its version only to learn that it answers, one
