@@ -174,24 +174,27 @@ func TestFlagsDocumented(t *testing.T) {
 		from, to int
 	}{{design, from, to}, {ops, 0, len(ops.lines)}} {
 		for name, own := range flags {
-			text, ok := commandSection(ref.d, name, ref.from, ref.to)
+			text, shared, ok := commandSection(ref.d, name, ref.from, ref.to)
 			if !ok {
 				t.Errorf("%s has no section headed `autox %s`", ref.d.path, name)
 				continue
 			}
+			// A section with a flag table lists its flags there.
 			cells := strings.Join(firstCells(text), "\n")
 			in := text
 			if cells != "" {
-				in = cells // a section with a flag table lists its flags there
+				in = cells
 			}
+			in += "\n" + strings.Join(firstCells(shared), "\n")
 			for _, f := range own {
 				if !mentions(in, "--"+f.Name) && (f.Shorthand == "" || !mentions(in, "-"+f.Shorthand)) {
 					t.Errorf("%s: the flag --%s of autox %s is not documented for it", ref.d.path, f.Name, name)
 				}
 			}
-			for _, listed := range regexp.MustCompile("`(--?[a-z][a-z0-9-]*)").FindAllStringSubmatch(cells, -1) {
-				if !hasFlag(own, listed[1]) {
-					t.Errorf("%s: the flag table of autox %s lists %s, which it does not have", ref.d.path, name, listed[1])
+			listed := cells + "\n" + strings.Join(firstCells(shared), "\n")
+			for _, l := range regexp.MustCompile("`(--?[a-z][a-z0-9-]*)").FindAllStringSubmatch(listed, -1) {
+				if !hasFlag(own, l[1]) {
+					t.Errorf("%s: the flag table of autox %s lists %s, which it does not have", ref.d.path, name, l[1])
 				}
 			}
 		}
@@ -208,18 +211,16 @@ func hasFlag(fs []*pflag.Flag, written string) bool {
 }
 
 // commandSection is the text under the heading naming `autox <name>`, and,
-// when it refers to the cluster flags, the section of those.
-func commandSection(d *doc, name string, from, to int) (string, bool) {
-	text, ok := d.section("`autox "+name+"`", from, to)
+// when that text refers to the cluster flags, the section of those.
+func commandSection(d *doc, name string, from, to int) (own, shared string, ok bool) {
+	own, ok = d.section("`autox "+name+"`", from, to)
 	if !ok {
-		return "", false
+		return "", "", false
 	}
-	if strings.Contains(strings.ToLower(text), "cluster flags") {
-		if shared, ok := d.section("Cluster flags", from, to); ok {
-			text += "\n" + shared
-		}
+	if strings.Contains(strings.Join(strings.Fields(strings.ToLower(own)), " "), "cluster flags") {
+		shared, _ = d.section("Cluster flags", from, to)
 	}
-	return text, true
+	return own, shared, true
 }
 
 // TestConfigFieldsDocumented: every field of the config file, read from
