@@ -24,6 +24,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"go.uber.org/goleak"
 )
 
 // repoRoot is the repository, one directory up from this package.
@@ -242,3 +244,5 @@ func (d *doc) lineOf(prefix string) int {
 	}
 	return -1
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
