@@ -77,11 +77,7 @@ func (m *Manager) dryRunInstall(ctx context.Context, d Desired) error {
 	// caller stops waiting when ctx ends, which a dry run, writing nothing,
 	// allows.
 	err = m.untilDone(ctx, func() error {
-		rendered, err := in.RunWithContext(ctx, d.Chart, d.Values)
-		if err != nil {
-			return err
-		}
-		rel, err := asV1(rendered)
+		rel, err := dryRun(ctx, in, d)
 		if err != nil {
 			return err
 		}
@@ -92,6 +88,15 @@ func (m *Manager) dryRunInstall(ctx context.Context, d Desired) error {
 		return d.Redact.Error(err)
 	}
 	return nil
+}
+
+// dryRun is the release in (set up for a dry run) renders for d.
+func dryRun(ctx context.Context, in *action.Install, d Desired) (*release.Release, error) {
+	rendered, err := in.RunWithContext(ctx, d.Chart, d.Values)
+	if err != nil {
+		return nil, err
+	}
+	return asV1(rendered)
 }
 
 // installManifest is what an install of rel creates: its manifest and its

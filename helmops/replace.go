@@ -46,11 +46,7 @@ func (m *Manager) DryRunReplacement(ctx context.Context, d Desired, old Ref) err
 	// As in dryRunInstall: Helm's rendering and mapping take no context, so
 	// the caller stops waiting when ctx ends; a dry run writes nothing.
 	err = m.untilDone(ctx, func() error {
-		rendered, err := in.RunWithContext(ctx, d.Chart, d.Values)
-		if err != nil {
-			return err
-		}
-		rel, err := asV1(rendered)
+		rel, err := dryRun(ctx, in, d)
 		if err != nil {
 			return err
 		}

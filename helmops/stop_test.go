@@ -19,16 +19,6 @@ import (
 // to return the context's error; the Helm timeout is an hour, so only the
 // context can end them (the chart fetches: chartsource's stop_test.go).
 
-func silentServer(t *testing.T) *testenv.SilentServer {
-	t.Helper()
-	s, err := testenv.NewSilentServer(testCA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
-}
-
 // TestHelmReadsEndWithTheirContext: release reads (Helm's storage drivers,
 // which read with context.Background()) and the capabilities an operation
 // reads first (discovery, which takes no context) end with the caller's
@@ -36,7 +26,7 @@ func silentServer(t *testing.T) *testenv.SilentServer {
 func TestHelmReadsEndWithTheirContext(t *testing.T) {
 	for _, driver := range []string{DriverSecret, DriverConfigMap} {
 		t.Run(driver, func(t *testing.T) {
-			server := silentServer(t)
+			server := testenv.SilentServerFor(t, testCA)
 			cfg := &rest.Config{Host: server.URL, TLSClientConfig: rest.TLSClientConfig{CAFile: testCA.File}, QPS: -1}
 			m, err := New(Options{RESTConfig: cfg, StorageDriver: driver, Timeout: time.Hour, Log: zerolog.Nop()})
 			if err != nil {

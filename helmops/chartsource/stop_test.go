@@ -19,16 +19,6 @@ import (
 // to return the context's error; the download timeout is an hour, so only
 // the context can end it.
 
-func silentServer(t *testing.T) *testenv.SilentServer {
-	t.Helper()
-	s, err := testenv.NewSilentServer(testCA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
-}
-
 func hourLongCache(t *testing.T) *ChartCache {
 	t.Helper()
 	c, err := NewChartCache(ChartCacheOptions{Dir: t.TempDir(), Timeout: time.Hour, Log: zerolog.Nop()})
@@ -44,7 +34,7 @@ func TestChartFetchesEndWithTheirContext(t *testing.T) {
 		oci  bool
 	}{{"oci registry", true}, {"chart repository", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			server := silentServer(t)
+			server := testenv.SilentServerFor(t, testCA)
 			repo := server.URL
 			if tc.oci {
 				repo = "oci://" + server.Addr + "/charts"
@@ -64,7 +54,7 @@ func TestChartFetchesEndWithTheirContext(t *testing.T) {
 // TestChartFetchLockEndsWithTheContext: a worker waiting for another's fetch
 // of the same index (which hangs) stops waiting when its context ends.
 func TestChartFetchLockEndsWithTheContext(t *testing.T) {
-	server := silentServer(t)
+	server := testenv.SilentServerFor(t, testCA)
 	c := hourLongCache(t)
 	ref := config.Chart{Repo: server.URL, Name: "hello", Version: "0.1.0"}
 	first, cancelFirst := context.WithCancel(context.Background())

@@ -103,6 +103,17 @@ func (s *SilentServer) Close() {
 	s.wg.Wait()
 }
 
+// SilentServerFor is a SilentServer for one test, closed when it ends.
+func SilentServerFor(t testing.TB, ca *CA) *SilentServer {
+	t.Helper()
+	s, err := NewSilentServer(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
 // CancelOnceSent runs call with a context it cancels once s has got a request
 // (after those it had already), and returns call's error. It fails t when
 // call returns before its request reached s.
