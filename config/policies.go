@@ -162,8 +162,13 @@ func (s *Spec) dependsOn(id string) []string {
 	return nil
 }
 
-// defaultPolicies fills in what a release spec's policies may omit.
-func defaultPolicies(rs *ReleaseSpec) {
+// defaultPolicies fills in what a release spec's policies may omit; spec's
+// serverSideApply is the default of its release specs'.
+func defaultPolicies(spec *Spec, rs *ReleaseSpec) {
+	if rs.ServerSideApply == nil && spec.ServerSideApply != nil {
+		v := *spec.ServerSideApply
+		rs.ServerSideApply = &v
+	}
 	if rs.Remediation != nil && rs.Remediation.Retries != nil && rs.Remediation.OnFailure == "" {
 		rs.Remediation.OnFailure = OnFailureKeep
 	}

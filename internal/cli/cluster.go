@@ -24,6 +24,7 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/internal/apistatus"
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/triggers"
@@ -155,7 +156,7 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 
 // reconciler builds the one kind of Reconciler that run and plan share, so
 // they cannot disagree about what to do. m, events and managed may be nil (plan).
-func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts helmops.ChartSource, helmTimeout time.Duration,
+func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts chartsource.ChartSource, helmTimeout time.Duration,
 	m *triggers.Metrics, events record.EventRecorder, managed *triggers.ManagedSet, log zerolog.Logger) *triggers.Reconciler {
 	return triggers.NewReconciler(triggers.ReconcilerOptions{
 		Helm: d.helm, Charts: charts, Triggers: observe.TriggerReader{Client: d.meta, Mapper: d.mapper, PageSize: d.pageSize}, Inventory: d.inv,
@@ -178,8 +179,8 @@ func (d *clusterDeps) sources() observe.ValuesSources {
 
 // keyrings are what chart.verify checks with: --chart-keyring, and
 // chart.keyring Secrets read with client (autox's own identity).
-func (c *clusterFlags) keyrings(client kubernetes.Interface) helmops.Keyrings {
-	return helmops.Keyrings{File: c.chartKeyring, Secret: func(ctx context.Context, k config.Keyring) ([]byte, error) {
+func (c *clusterFlags) keyrings(client kubernetes.Interface) chartsource.Keyrings {
+	return chartsource.Keyrings{File: c.chartKeyring, Secret: func(ctx context.Context, k config.Keyring) ([]byte, error) {
 		s, err := client.CoreV1().Secrets(k.Namespace).Get(ctx, k.SecretName, metav1.GetOptions{})
 		if err != nil {
 			return nil, err

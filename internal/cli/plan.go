@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/triggers"
 )
 
@@ -48,7 +49,7 @@ cluster error, 2 changes pending (only with --detailed-exitcode).`,
 			// A record that cannot be read leaves the plan to the
 			// config's namespaces, and makes it incomplete.
 			recordErr := deps.rememberManaged(cmd.Context(), &cf, state, log)
-			steps, planErr := triggers.DryRunAll(cmd.Context(), deps.reconciler(state, helmops.LocalCharts{Keyrings: cf.keyrings(deps.client)}, cf.helmTimeout, nil, nil, nil, log), deps.inv)
+			steps, planErr := triggers.DryRunAll(cmd.Context(), deps.reconciler(state, chartsource.LocalCharts{Keyrings: cf.keyrings(deps.client)}, cf.helmTimeout, nil, nil, nil, log), deps.inv)
 			planErr = errors.Join(recordErr, planErr)
 			if err := printSteps(cmd.OutOrStdout(), output, steps); err != nil {
 				return &exitError{1, err}

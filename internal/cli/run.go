@@ -23,6 +23,7 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/internal/leader"
 	"github.com/autox-dev/autox/triggers"
 	"github.com/autox-dev/autox/watch"
@@ -164,7 +165,7 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 	if err != nil {
 		return &exitError{1, fmt.Errorf("cannot create Kubernetes client: %w", err)}
 	}
-	charts, err := helmops.NewChartCache(helmops.ChartCacheOptions{
+	charts, err := chartsource.NewChartCache(chartsource.ChartCacheOptions{
 		Dir: f.cacheDir, RepositoryConfig: f.repositoryConfig, RegistryConfig: f.registryConfig,
 		Refresh: f.indexRefresh, Timeout: f.helmTimeout, Keyrings: f.clusterFlags.keyrings(own), Log: log,
 	})

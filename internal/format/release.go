@@ -3,7 +3,7 @@ package format
 import (
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 )
 
 // Owner is who a release belongs to: an instance's release spec of a spec,
@@ -30,7 +30,7 @@ type Release struct {
 	ObjectNamespace, ObjectName string
 
 	Revision     int
-	Status       release.Status
+	Status       common.Status
 	ChartName    string
 	ChartVersion string
 	// Values are the user-supplied values of the latest revision. Never log them.

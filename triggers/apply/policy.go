@@ -41,7 +41,7 @@ func policyOf(o *observe.Observed, s plan.Step) helmops.Policy {
 		return helmops.Policy{}
 	}
 	return helmops.Policy{Timeout: rs.TimeoutOr(0), Wait: rs.Wait, WaitForJobs: rs.WaitForJobs, DisableHooks: rs.DisableHooks,
-		CRDs: rs.CRDs, MaxHistory: rs.MaxHistoryOr(0)}
+		CRDs: rs.CRDs, MaxHistory: rs.MaxHistoryOr(0), ServerSideApply: rs.ServerSideApply}
 }
 
 // attempted records the outcome of step s (err: its error) for a release

@@ -63,6 +63,8 @@ type Policies struct {
 	MaxHistory   int          `json:"maxHistory,omitempty"`
 	DependsOn    []string     `json:"dependsOn,omitempty"`
 	Remediation  *Remediation `json:"remediation,omitempty"`
+	// ServerSideApply is shown when the release spec (or its spec) sets it.
+	ServerSideApply *bool `json:"serverSideApply,omitempty"`
 }
 
 // Remediation is a release spec's bound of attempts and where it stands.
@@ -88,6 +90,11 @@ type Remediation struct {
 // policies an operation runs with. A new fingerprint is a new start: the
 // failures of another one do not count. It is autox's own bookkeeping,
 // not part of the release format.
+//
+// serverSideApply counts when set: an operation applied the other way is
+// another attempt (a conflict that failed server-side may pass client-side).
+// It is added only when set, so that the fingerprints of release specs
+// without it, and the failures recorded for them, stay as they were.
 func Fingerprint(digest string, rs *config.ReleaseSpec) string {
 	how, _ := json.Marshal(struct {
 		Timeout             string
@@ -95,6 +102,9 @@ func Fingerprint(digest string, rs *config.ReleaseSpec) string {
 		CRDs                string
 		Remediation         *config.Remediation
 	}{rs.Timeout, rs.Wait, rs.WaitForJobs, rs.DisableHooks, rs.CRDs, rs.Remediation})
+	if rs.ServerSideApply != nil {
+		how = append(how, fmt.Sprintf("\nserverSideApply=%t", *rs.ServerSideApply)...)
+	}
 	sum := sha256.Sum256([]byte(digest + "\n" + string(how)))
 	return hex.EncodeToString(sum[:16])
 }
@@ -102,12 +112,12 @@ func Fingerprint(digest string, rs *config.ReleaseSpec) string {
 // policiesOf shows the policies rs sets; nil when it sets none.
 func policiesOf(rs *config.ReleaseSpec) *Policies {
 	p := &Policies{Timeout: rs.Timeout, Wait: rs.Wait, WaitForJobs: rs.WaitForJobs, DisableHooks: rs.DisableHooks,
-		CRDs: rs.CRDs, MaxHistory: rs.MaxHistory, DependsOn: rs.DependsOn}
+		CRDs: rs.CRDs, MaxHistory: rs.MaxHistory, DependsOn: rs.DependsOn, ServerSideApply: rs.ServerSideApply}
 	if retries, limited := rs.Limited(); limited {
 		p.Remediation = &Remediation{Retries: retries, OnFailure: rs.Remediation.OnFailure}
 	}
 	if p.Timeout == "" && !p.Wait && !p.WaitForJobs && !p.DisableHooks && p.CRDs == "" && p.MaxHistory == 0 &&
-		len(p.DependsOn) == 0 && p.Remediation == nil {
+		len(p.DependsOn) == 0 && p.Remediation == nil && p.ServerSideApply == nil {
 		return nil
 	}
 	return p
