@@ -75,6 +75,11 @@ type Policy struct {
 	// Remediation bounds the failed attempts (nil: retried for ever) and
 	// says what happens once they are used up.
 	Remediation *Remediation
+	// ServerSideApply, when set, says whether installs, upgrades and
+	// rollbacks apply server-side (conflicts then forced: the config is the
+	// desired state) or client-side; nil: installs client-side, upgrades and
+	// rollbacks as the release's record says (helmops).
+	ServerSideApply *bool
 
 	// written is the release spec the policy was resolved from, nil for a
 	// release no release spec wants (the defaults alone).
@@ -117,7 +122,7 @@ func (d PolicyDefaults) Of(rs *ReleaseSpec) Policy {
 		return Policy{Timeout: d.Timeout, MaxHistory: d.MaxHistory}
 	}
 	return Policy{Timeout: rs.TimeoutOr(d.Timeout), Wait: rs.Wait, WaitForJobs: rs.WaitForJobs, DisableHooks: rs.DisableHooks,
-		CRDs: rs.CRDs, MaxHistory: rs.MaxHistoryOr(d.MaxHistory), Remediation: rs.Remediation, written: rs}
+		CRDs: rs.CRDs, MaxHistory: rs.MaxHistoryOr(d.MaxHistory), Remediation: rs.Remediation, ServerSideApply: rs.ServerSideApply, written: rs}
 }
 
 // Limited reports whether the release spec's attempts are bounded, and by
@@ -170,8 +175,13 @@ const (
 	SuspendedByReleaseSpec = "releaseSpec"
 )
 
-// defaultPolicies fills in what a release spec's policies may omit.
-func defaultPolicies(rs *ReleaseSpec) {
+// defaultPolicies fills in what a release spec's policies may omit; spec's
+// serverSideApply is the default of its release specs'.
+func defaultPolicies(spec *Spec, rs *ReleaseSpec) {
+	if rs.ServerSideApply == nil && spec.ServerSideApply != nil {
+		v := *spec.ServerSideApply
+		rs.ServerSideApply = &v
+	}
 	if rs.Remediation != nil && rs.Remediation.Retries != nil && rs.Remediation.OnFailure == "" {
 		rs.Remediation.OnFailure = OnFailureKeep
 	}

@@ -57,6 +57,19 @@ func TestPoliciesValid(t *testing.T) {
 		t.Errorf("Suspended(web) = %q, want the spec's", spec.Suspended("web"))
 	}
 
+	// serverSideApply: a release spec's wins over its spec's, which is the
+	// default of the others; unset is nil (installs client-side, upgrades as
+	// recorded).
+	ssa, err := Parse([]byte(strings.Replace(policyConfig(", serverSideApply: false", "", ""), "  a:\n", "  a:\n    serverSideApply: true\n", 1)), "/cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]bool{"crd": false, "app": true, "web": true} {
+		if got := ssa.Specs["a"].ReleaseSpecs[id].ServerSideApply; got == nil || *got != want {
+			t.Errorf("serverSideApply of %s = %v, want %v", id, got, want)
+		}
+	}
+
 	// Defaults: what autox did before the policies existed.
 	cfg, err = Parse([]byte(policyConfig("", "", "")), "/cfg")
 	if err != nil {
@@ -64,7 +77,7 @@ func TestPoliciesValid(t *testing.T) {
 	}
 	x := cfg.Specs["a"].ReleaseSpecs["app"]
 	if _, limited := x.Limited(); limited || x.TimeoutOr(5*time.Minute) != 5*time.Minute || x.MaxHistoryOr(10) != 10 ||
-		x.Wait || x.CRDs != "" || x.Remediation != nil || cfg.Specs["a"].Suspended("app") != "" {
+		x.Wait || x.CRDs != "" || x.Remediation != nil || x.ServerSideApply != nil || cfg.Specs["a"].Suspended("app") != "" {
 		t.Errorf("defaults = %+v", x)
 	}
 	if got := cfg.Specs["a"].DependencyOrder(); !reflect.DeepEqual(got, []string{"app", "crd", "web"}) {
@@ -83,6 +96,7 @@ func TestPoliciesInvalid(t *testing.T) {
 		{"timeout zero", "", ", timeout: 0s", "", []string{`specs.a.releaseSpecs.app.timeout: "0s" is not a duration`}},
 		{"waitForJobs without wait", "", ", waitForJobs: true", "", []string{"specs.a.releaseSpecs.app.waitForJobs: needs `wait: true`"}},
 		{"wait not a boolean", "", ", wait: \"yes\"", "", []string{"specs.a.releaseSpecs.app.wait: must be true or false"}},
+		{"serverSideApply not a boolean", "", ", serverSideApply: auto", "", []string{"specs.a.releaseSpecs.app.serverSideApply: must be true or false"}},
 		{"crds", ", crds: create", "", "", []string{`specs.a.releaseSpecs.crd.crds: must be Skip, Create or CreateReplace`, `got "create"`}},
 		{"maxHistory 0", "", ", maxHistory: 0", "", []string{"specs.a.releaseSpecs.app.maxHistory: must be at least 1", "--max-history"}},
 		{"retries negative", "", ", remediation: {retries: -1}", "", []string{"specs.a.releaseSpecs.app.remediation.retries: must be 0 or more"}},
@@ -137,7 +151,7 @@ func TestPolicyChangeIsASpecChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, change := range []string{", suspend: true", ", timeout: 1m", ", wait: true", ", remediation: {retries: 1}", ", dependsOn: [crd]", ", maxHistory: 2"} {
+	for _, change := range []string{", suspend: true", ", timeout: 1m", ", wait: true", ", remediation: {retries: 1}", ", dependsOn: [crd]", ", maxHistory: 2", ", serverSideApply: true", ", serverSideApply: false"} {
 		cfg, err := Parse([]byte(policyConfig("", change, "")), "/cfg")
 		if err != nil {
 			t.Fatal(err)

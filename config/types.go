@@ -63,6 +63,8 @@ type Spec struct {
 	// Suspend freezes the spec: autox makes no Helm write for any of its
 	// releases, whatever its trigger does, and keeps reporting (releasepolicy.go).
 	Suspend bool `json:"suspend,omitempty"`
+	// ServerSideApply is the default of its release specs' ServerSideApply.
+	ServerSideApply *bool `json:"serverSideApply,omitempty"`
 }
 
 // Trigger names the Kubernetes objects whose labels decide a spec's releases:
@@ -126,6 +128,11 @@ type ReleaseSpec struct {
 	MaxHistory   int          `json:"maxHistory,omitempty"`
 	Remediation  *Remediation `json:"remediation,omitempty"`
 	DependsOn    []string     `json:"dependsOn,omitempty"`
+	// ServerSideApply, when set, makes installs, upgrades and rollbacks
+	// apply server-side (true) or client-side (false); nil: installs apply
+	// client-side, upgrades and rollbacks as the release was last applied.
+	// Defaulted from the spec's.
+	ServerSideApply *bool `json:"serverSideApply,omitempty"`
 }
 
 // Chart says where a chart comes from: a local Path, or Repo+Name+Version;

@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/go-playground/validator/v10"
-	"helm.sh/helm/v3/pkg/chartutil"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
@@ -61,7 +61,7 @@ func applyDefaults(cfg *Config) {
 			}
 			defaultValuesFrom(rs)
 			defaultKeyring(rs)
-			defaultPolicies(rs)
+			defaultPolicies(spec, rs)
 		}
 	}
 }

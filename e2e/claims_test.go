@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/autox-dev/autox/internal/format"
@@ -76,7 +76,7 @@ func TestUnlockAfterHelmTimeoutPlusGrace(t *testing.T) {
 	e.Relabel("web", version("2.0.0"))
 	blockedInstall(t, first) // the pre-upgrade hook
 	pending := e.WaitRelease("web-up", "pending-upgrade", func(r *format.Release) bool {
-		return r != nil && r.Status == release.StatusPendingUpgrade && r.Revision == 2
+		return r != nil && r.Status == common.StatusPendingUpgrade && r.Revision == 2
 	})
 	first.Kill()
 	// Back to the deployed revision's label, so that after the rollback the
@@ -87,7 +87,7 @@ func TestUnlockAfterHelmTimeoutPlusGrace(t *testing.T) {
 	testenv.Eventually(t, patience, "the young pending release left alone", func() (bool, error) {
 		return strings.Contains(p.Output(), "waiting: release is pending-upgrade since"), nil
 	})
-	if r := e.Release("web-up"); r.Status != release.StatusPendingUpgrade || r.Revision != 2 {
+	if r := e.Release("web-up"); r.Status != common.StatusPendingUpgrade || r.Revision != 2 {
 		t.Fatalf("the pending release was touched before it was stale: %+v", r)
 	}
 	rolledBack := e.Releases()
@@ -263,7 +263,7 @@ func TestReinstallKeepsWhatItCannotReplace(t *testing.T) {
 		return strings.Contains(p.Output(), "the running release is kept"), nil
 	})
 	e.waitPasses(p, strings.Index(p.Output(), "the running release is kept"), 2)
-	if r := e.Release("web-once"); r == nil || r.Status != release.StatusDeployed || r.Revision != 1 || !r.FirstDeployed.Equal(before.FirstDeployed) {
+	if r := e.Release("web-once"); r == nil || r.Status != common.StatusDeployed || r.Revision != 1 || !r.FirstDeployed.Equal(before.FirstDeployed) {
 		t.Fatalf("a reinstall that could not render removed or changed the release: %+v", r)
 	}
 	p.Stop(patience)

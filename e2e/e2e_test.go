@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/autox-dev/autox/internal/format"
@@ -172,7 +172,7 @@ func TestBinaryLifecycle(t *testing.T) {
 	e.Relabel("web", version("2.0.0"))
 	e.WaitRelease("web-hello", "upgraded", deployedAt(2))
 	e.WaitRelease("web-job", "reinstalled", func(r *format.Release) bool {
-		return r != nil && r.Revision == 1 && r.Status == release.StatusDeployed && r.FirstDeployed.After(job.FirstDeployed)
+		return r != nil && r.Revision == 1 && r.Status == common.StatusDeployed && r.FirstDeployed.After(job.FirstDeployed)
 	})
 
 	e.Relabel("web", nil)

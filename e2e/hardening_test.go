@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
-
 	"github.com/autox-dev/autox/internal/testenv"
+	"helm.sh/helm/v4/pkg/release/common"
 )
 
 // TestFailingReleaseRespectsBackoff: a release the API server rejects, with
@@ -43,7 +42,7 @@ func TestFailingReleaseRespectsBackoff(t *testing.T) {
 	if got < 3 {
 		t.Errorf("only %.0f failed operations: the failing release is not retried", got)
 	}
-	if r := e.Release("web-rejected"); r != nil && r.Status == release.StatusDeployed {
+	if r := e.Release("web-rejected"); r != nil && r.Status == common.StatusDeployed {
 		t.Errorf("the rejected chart deployed: %+v", r)
 	}
 	if r := e.Release("web-hello"); r.Revision != 1 {

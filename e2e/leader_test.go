@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/autox-dev/autox/internal/format"
@@ -76,7 +76,7 @@ func TestLostLeaseStopsWritingAtOnce(t *testing.T) {
 	p := e.run(e.WriteConfig(slowConfig), "--helm-timeout", "10s")
 	metric := e.metricsOf(p)
 	blockedInstall(t, p)
-	if r := e.Release("web-slow"); r == nil || r.Status != release.StatusPendingInstall {
+	if r := e.Release("web-slow"); r == nil || r.Status != common.StatusPendingInstall {
 		t.Fatalf("the install is not pending: %+v", r)
 	}
 	// Recorded for the rule tests of manifests/monitoring/alerts_fence_test.yaml.
@@ -95,9 +95,9 @@ func TestLostLeaseStopsWritingAtOnce(t *testing.T) {
 	var r *format.Release
 	testenv.Eventually(t, patience, "Helm's write of the failed install", func() (bool, error) {
 		r = e.Release("web-slow")
-		return number(metric("autox_fenced_writes_total")) >= 1 || r == nil || r.Status != release.StatusPendingInstall, nil
+		return number(metric("autox_fenced_writes_total")) >= 1 || r == nil || r.Status != common.StatusPendingInstall, nil
 	})
-	if r == nil || r.Status != release.StatusPendingInstall || r.Revision != 1 {
+	if r == nil || r.Status != common.StatusPendingInstall || r.Revision != 1 {
 		t.Fatalf("the release record was written after the Lease was lost: %+v", r)
 	}
 	if metric("autox_leader") != "0" {
@@ -229,7 +229,7 @@ func TestHeldWriteOfALostTermNeverLands(t *testing.T) {
 	p := e.run(e.WriteConfig(oneSpec), "--kubeconfig", kubeconfig)
 	metric := e.metricsOf(p)
 	testenv.Eventually(t, patience, "the record update held", func() (bool, error) { return hold.Held() == 1, nil })
-	if r := e.Release("web-hello"); r == nil || r.Status != release.StatusPendingInstall {
+	if r := e.Release("web-hello"); r == nil || r.Status != common.StatusPendingInstall {
 		t.Fatalf("the install is not pending while its record update is held: %+v", r)
 	}
 

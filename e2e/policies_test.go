@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/autox-dev/autox/internal/format"
@@ -138,7 +138,7 @@ func TestSuspendedSpec(t *testing.T) {
 	if spec, rs := metric(`autox_suspended{level="spec"}`), metric(`autox_suspended{level="release_spec"}`); spec != "1" || rs != "1" {
 		t.Errorf("autox_suspended: spec %q, release_spec %q; want 1 and 1", spec, rs)
 	}
-	if r := e.Release("web-hello"); r == nil || r.Revision != 1 || r.Status != release.StatusDeployed {
+	if r := e.Release("web-hello"); r == nil || r.Revision != 1 || r.Status != common.StatusDeployed {
 		t.Fatalf("the suspended spec's release changed: %+v", r)
 	}
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -57,7 +57,7 @@ func (e *env) hookUID(rel string) types.UID {
 func (e *env) owned(rel, spec, releaseSpec string) *format.Release {
 	e.t.Helper()
 	return e.WaitRelease(rel, "owned by "+spec+"/"+releaseSpec, func(r *format.Release) bool {
-		return r != nil && r.Spec == spec && r.ReleaseSpec == releaseSpec && r.Status == release.StatusDeployed
+		return r != nil && r.Spec == spec && r.ReleaseSpec == releaseSpec && r.Status == common.StatusDeployed
 	})
 }
 
@@ -135,7 +135,7 @@ func TestRenamesKeepExperimentsRunning(t *testing.T) {
 	step("spec renamed with new values", renamed("web3", "renamed", "{k: w}", true), map[string]string{
 		"exp-hooked": "upgrade web3/renamed", "exp-moving": "adopt web3/moving", "exp-stay": "unchanged db/stay"})
 	up := e.WaitRelease("exp-hooked", "upgraded once by its new owner", func(r *format.Release) bool {
-		return r != nil && r.Spec == "web3" && r.Status == release.StatusDeployed
+		return r != nil && r.Spec == "web3" && r.Status == common.StatusDeployed
 	})
 	if up.Revision != 2 || up.Values["k"] != "w" || !up.FirstDeployed.Equal(hooked.FirstDeployed) {
 		t.Errorf("after a rename with new values: revision %d, values %v, first deployed %s (was %s)", up.Revision, up.Values, up.FirstDeployed, hooked.FirstDeployed)
@@ -227,7 +227,7 @@ specs:
 	if !strings.Contains(p.Output(), "ConfigMap prerequisite is missing in namespace "+other) {
 		t.Errorf("the refusal does not say why")
 	}
-	if r := e.Release("web-pre"); r == nil || r.Revision != 1 || r.Status != release.StatusDeployed || !r.FirstDeployed.Equal(before.FirstDeployed) {
+	if r := e.Release("web-pre"); r == nil || r.Revision != 1 || r.Status != common.StatusDeployed || !r.FirstDeployed.Equal(before.FirstDeployed) {
 		t.Fatalf("the release in the old namespace did not stay as it was: %+v", r)
 	}
 	if r := moved.Get("web-pre"); r != nil {

@@ -13,10 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
-
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/testenv"
+	"helm.sh/helm/v4/pkg/release/common"
 )
 
 // manySpecs is a config with n specs, each a Deployment t<i> and one release.
@@ -99,7 +98,7 @@ func TestKillNineWhileConverging(t *testing.T) {
 			if prev, seen := firstDeployed[name]; seen && !r.FirstDeployed.Equal(prev) {
 				t.Fatalf("release %s-hello was reinstalled: first deployed %v, was %v", name, r.FirstDeployed, prev)
 			}
-			if r.Status == release.StatusDeployed || r.DeployedBefore {
+			if r.Status == common.StatusDeployed || r.DeployedBefore {
 				firstDeployed[name] = r.FirstDeployed
 			}
 		}
@@ -142,7 +141,7 @@ func TestKillNineWhileConverging(t *testing.T) {
 	testenv.Eventually(t, 3*patience, "every release deployed with its trigger's version", func() (bool, error) {
 		for name, v := range want {
 			r, err := e.Helm.Lookup(context.Background(), e.NS, name+"-hello")
-			if err != nil || r == nil || r.Status != release.StatusDeployed || labelOf(r) != v {
+			if err != nil || r == nil || r.Status != common.StatusDeployed || labelOf(r) != v {
 				return false, err
 			}
 		}
@@ -413,7 +412,7 @@ func TestGracefulStop(t *testing.T) {
 		for i := 0; i < n; i++ {
 			if r := e.Release(fmt.Sprintf("t%02d-hello", i)); r != nil {
 				installed++
-				if r.Status != release.StatusDeployed {
+				if r.Status != common.StatusDeployed {
 					t.Errorf("t%02d-hello left %s by a graceful stop", i, r.Status)
 				}
 			}

@@ -80,7 +80,9 @@ specs:
 // the old build converges a fleet; today's build on the same config makes no
 // Helm write over several passes and proves every release in sync from its
 // records; a config change is applied once; the old build, started again on
-// the changed config (a downgrade), makes no Helm write either.
+// the changed config (a downgrade), makes no Helm write either, and applies
+// the next change once. The build of the last Helm 3 SDK (ad478b6) makes
+// this v3-autox -> v4-autox -> v3-autox over the same fleet.
 //
 // Old builds are cached by commit outside the repository (see
 // testenv.BuildAutoxAt): only a new commit in the file costs a build.
@@ -178,10 +180,25 @@ func upgradeAndDowngrade(t *testing.T, old, oldVersion string) {
 	e.planUnchanged(old, cfg, "the old build "+oldVersion+" (on the releases today's build made)")
 	p = testenv.StartProcess(t, old, e.runArgsFor(old, cfg)...)
 	e.quietPasses(p, fmt.Sprintf("the old build %s (downgraded to from today's build, same config)", oldVersion), false)
+	sameRecords(t, changed, helmRecords(t, namespaces...), "the old build "+oldVersion+" (downgraded to from today's build, same config)")
+
+	// A config change after the downgrade is applied once too, on the
+	// record today's build wrote (for the build of the last Helm 3 SDK:
+	// a record Helm 4 wrote, read by Helm 3).
+	e.WriteConfig(fleetConfig(ns2, "red"))
+	e.WaitRelease("web-hello", "upgraded by the old build "+oldVersion, func(r *format.Release) bool {
+		return deployedAt(3)(r) && r.Values["colour"] == "red"
+	})
+	e.waitPasses(p, len(p.Output()), 2)
 	if code := p.Stop(patience); code != 0 {
 		t.Fatalf("the old build %s: SIGTERM: exit code %d, want 0", oldVersion, code)
 	}
-	sameRecords(t, changed, helmRecords(t, namespaces...), "the old build "+oldVersion+" (downgraded to from today's build, same config)")
+	v3 := e.NS + "/sh.helm.release.v1.web-hello.v3"
+	added, removed, rewritten = recordChanges(changed, helmRecords(t, namespaces...))
+	if fmt.Sprint(added) != fmt.Sprint([]string{v3}) || len(removed) != 0 || fmt.Sprint(rewritten) != fmt.Sprint([]string{v2}) {
+		t.Errorf("the old build %s, one value of web-hello changed: records added %v, removed %v, rewritten %v; want %s added and %s superseded, nothing else",
+			oldVersion, added, removed, rewritten, v3, v2)
+	}
 }
 
 // fleetPolicies adds release policies to fleetConfig: each release spec

@@ -8,10 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/kube"
-	corev1 "k8s.io/api/core/v1"
+	"helm.sh/helm/v4/pkg/action"
+	chartcommon "helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/kube"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 
@@ -50,7 +49,7 @@ func (e *PartialDiscoveryError) Unwrap() error { return e.Cause }
 // *PartialDiscoveryError, for the operations that render nothing a missing
 // group could remove (install, uninstall, rollback); the next operation
 // reads discovery anew.
-func (m *Manager) capabilities() (*chartutil.Capabilities, error) {
+func (m *Manager) capabilities() (*chartcommon.Capabilities, error) {
 	m.capsMu.Lock()
 	defer m.capsMu.Unlock()
 	if m.caps != nil && time.Since(m.capsAt) < capabilitiesTTL {
@@ -81,10 +80,10 @@ func (m *Manager) capabilities() (*chartutil.Capabilities, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot list the cluster's API versions: %w", err)
 	}
-	caps := &chartutil.Capabilities{
+	caps := &chartcommon.Capabilities{
 		APIVersions: apis,
-		KubeVersion: chartutil.KubeVersion{Version: v.GitVersion, Major: v.Major, Minor: v.Minor},
-		HelmVersion: chartutil.DefaultCapabilities.HelmVersion,
+		KubeVersion: chartcommon.KubeVersion{Version: v.GitVersion, Major: v.Major, Minor: v.Minor},
+		HelmVersion: chartcommon.DefaultCapabilities.HelmVersion,
 	}
 	if partial != nil {
 		m.caps = nil
@@ -105,9 +104,9 @@ func (d discovered) ServerGroupsAndResources() ([]*metav1.APIGroup, []*metav1.AP
 	return d.groups, d.resources, nil
 }
 
-func (m *Manager) copyCaps() *chartutil.Capabilities {
+func (m *Manager) copyCaps() *chartcommon.Capabilities {
 	c := *m.caps
-	c.APIVersions = append(chartutil.VersionSet(nil), m.caps.APIVersions...)
+	c.APIVersions = append(chartcommon.VersionSet(nil), m.caps.APIVersions...)
 	return &c
 }
 
@@ -137,12 +136,15 @@ func (m *Manager) actionConfig(ctx context.Context, namespace string, hide *reda
 // its *PartialDiscoveryError, for the operations that would delete what a
 // chart rendered against it drops (upgrade, reinstall).
 func (m *Manager) actionConfigFor(ctx context.Context, namespace string, hide *redact.Redactor, complete bool) (*action.Configuration, error) {
-	cfg := &action.Configuration{}
+	// Helm logs through the configuration's handler from Init on (its kube
+	// client and driver take it there): it is set first.
+	log := m.helmLog(namespace, hide)
+	cfg := action.NewConfiguration(action.ConfigurationSetLogger(log))
 	getter := &restGetter{shared: m.discovery, config: m.opts.RESTConfig, namespace: namespace}
-	if err := cfg.Init(getter, namespace, m.opts.StorageDriver, m.debugLog(namespace, hide)); err != nil {
+	if err := cfg.Init(getter, namespace, m.opts.StorageDriver); err != nil {
 		return nil, fmt.Errorf("cannot set up Helm for namespace %s: %w", namespace, err)
 	}
-	var caps *chartutil.Capabilities
+	var caps *chartcommon.Capabilities
 	err := m.untilDone(ctx, func() (err error) {
 		caps, err = m.capabilities()
 		return err
@@ -161,10 +163,10 @@ func (m *Manager) actionConfigFor(ctx context.Context, namespace string, hide *r
 	}
 	cfg.Capabilities = caps
 	if kc, ok := cfg.KubeClient.(*kube.Client); ok {
-		cfg.KubeClient = reachable{kc}
+		cfg.KubeClient = kubeClient{Client: kc}
 	}
 	if m.opts.StorageDriver == DriverSecret {
-		cfg.Releases.Driver = newSecretRecords(m.clientset.CoreV1().Secrets(namespace), m.debugLog(namespace, hide))
+		cfg.Releases.Driver = newSecretRecords(m.clientset.CoreV1().Secrets(namespace), log)
 	}
 	cfg.Releases.Driver = &newestDecodes{Driver: cfg.Releases.Driver, m: m, namespace: namespace}
 	if ix := m.index.Load(); ix != nil {
@@ -182,48 +184,10 @@ func premise(cfg *action.Configuration, namespace, name string, decided int) {
 	}
 }
 
-// reachable is Helm's kube client without its reachability check: before
-// every install and upgrade Helm asks the API server for its version only to
-// learn that it answers, one request per release in series with the rest.
-// The capabilities shared by all operations were read from that server, and
-// an unreachable one fails the operation's next request instead, before any
-// write. Embedding the *kube.Client keeps every optional interface Helm
-// checks for (deletion propagation, waits, logs).
-type reachable struct{ *kube.Client }
-
-func (reachable) IsReachable() error { return nil }
-
-func (m *Manager) debugLog(namespace string, hide *redact.Redactor) action.DebugLog {
-	l := m.opts.Log.With().Str("namespace", namespace).Str("component", "helm").Logger()
-	return func(format string, v ...interface{}) {
-		ev := l.Debug()
-		if !ev.Enabled() {
-			return // neither format nor redact a line nobody reads
-		}
-		ev.Msg(hide.String(fmt.Sprintf(format, withoutRecords(v)...)))
-	}
-}
-
-// withoutRecords replaces storage record objects among log arguments by their
-// names: the drivers log a record they cannot decode whole, and its data is
-// the encoded release, values included.
-func withoutRecords(args []interface{}) []interface{} {
-	out := make([]interface{}, len(args))
-	for i, a := range args {
-		switch o := a.(type) {
-		case corev1.Secret:
-			out[i] = "Secret " + o.Name
-		case *corev1.Secret:
-			out[i] = "Secret " + o.Name
-		case corev1.ConfigMap:
-			out[i] = "ConfigMap " + o.Name
-		case *corev1.ConfigMap:
-			out[i] = "ConfigMap " + o.Name
-		default:
-			out[i] = a
-		}
-	}
-	return out
+// helmLog is the handler of Helm's log lines of one operation in namespace
+// (see helmLog), redacted with hide.
+func (m *Manager) helmLog(namespace string, hide *redact.Redactor) *helmLog {
+	return newHelmLog(m.opts.Log.With().Str("namespace", namespace).Str("component", "helm").Logger(), hide)
 }
 
 // skipClientValidation turns off Helm's client-side OpenAPI check. Against

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v4/pkg/release/common"
+	"helm.sh/helm/v4/pkg/storage"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,7 +75,7 @@ func (m *Manager) Adopt(ctx context.Context, a Adoption) error {
 		return fail(fmt.Errorf("its newest record names spec %q, release spec %q, instance %q, object %q now: it changed meanwhile; nothing written",
 			owner.Spec, owner.ReleaseSpec, owner.Instance, owner.Object))
 	}
-	if status := labels["status"]; status != release.StatusDeployed.String() {
+	if status := labels["status"]; status != common.StatusDeployed.String() {
 		return fail(fmt.Errorf("it is %s, not deployed: nothing written", status))
 	}
 	relabelled := maps.Clone(labels)

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/kube"
+	"helm.sh/helm/v4/pkg/action"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/kube"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/cli-runtime/pkg/resource"
@@ -50,7 +50,12 @@ func (m *Manager) applyCRDs(cfg *action.Configuration, ch *chart.Chart, replace 
 	if len(changed) == 0 {
 		return nil
 	}
-	if err := cfg.KubeClient.Wait(changed, crdEstablished); err != nil {
+	// Helm 3's wait until they are served (Helm 4's legacy waiter).
+	waiter, err := cfg.KubeClient.GetWaiter(kube.LegacyStrategy)
+	if err != nil {
+		return fmt.Errorf("cannot wait for the chart's CustomResourceDefinitions: %w", err)
+	}
+	if err := waiter.Wait(changed, crdEstablished); err != nil {
 		return fmt.Errorf("the chart's CustomResourceDefinitions are not served yet: %w", err)
 	}
 	m.forgetAPIs()

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	helmrelease "helm.sh/helm/v4/pkg/release"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -152,7 +152,7 @@ type trackedDriver struct {
 	namespace string
 }
 
-func (d *trackedDriver) Create(key string, rls *release.Release) error {
+func (d *trackedDriver) Create(key string, rls helmrelease.Releaser) error {
 	withdraw := d.expect.expect(d.namespace, key, written(rls))
 	err := d.Driver.Create(key, rls)
 	if err != nil {
@@ -161,7 +161,7 @@ func (d *trackedDriver) Create(key string, rls *release.Release) error {
 	return err
 }
 
-func (d *trackedDriver) Update(key string, rls *release.Release) error {
+func (d *trackedDriver) Update(key string, rls helmrelease.Releaser) error {
 	withdraw := d.expect.expect(d.namespace, key, written(rls))
 	err := d.Driver.Update(key, rls)
 	if err != nil {
@@ -170,7 +170,7 @@ func (d *trackedDriver) Update(key string, rls *release.Release) error {
 	return err
 }
 
-func (d *trackedDriver) Delete(key string) (*release.Release, error) {
+func (d *trackedDriver) Delete(key string) (helmrelease.Releaser, error) {
 	withdraw := d.expect.expect(d.namespace, key, expectation{release: releaseOfKey(key)})
 	rls, err := d.Driver.Delete(key)
 	if err != nil {
@@ -179,10 +179,15 @@ func (d *trackedDriver) Delete(key string) (*release.Release, error) {
 	return rls, err
 }
 
-func written(rls *release.Release) expectation {
-	x := expectation{release: rls.Name, labels: rls.Labels}
-	if rls.Info != nil {
-		x.status = rls.Info.Status.String()
+// written is the expectation of a write of r; a release that is not of the
+// API v1 (which the driver then refuses) is expected as of unknown status.
+func written(r helmrelease.Releaser) expectation {
+	var x expectation
+	if rls, err := asV1(r); err == nil {
+		x = expectation{release: rls.Name, labels: rls.Labels}
+		if rls.Info != nil {
+			x.status = rls.Info.Status.String()
+		}
 	}
 	if x.status == "" {
 		x.status = "unknown" // never "": that means a deletion

@@ -10,12 +10,13 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
 	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/testenv"
 	"github.com/autox-dev/autox/triggers/plan"
@@ -42,23 +43,10 @@ func TestMain(m *testing.M) {
 	os.Setenv("SSL_CERT_FILE", testCA.File)
 	// The leak check runs after the control plane stopped, so that nothing
 	// of a test (a Helm goroutine, a watch, a chart server) may outlive it.
-	goleak.VerifyTestMain(withControlPlane{m}, append(ociRegistryGoroutines, goleak.Cleanup(func(code int) {
+	goleak.VerifyTestMain(withControlPlane{m}, goleak.Cleanup(func(code int) {
 		os.RemoveAll(caDir)
 		os.Exit(code)
-	}))...)
-}
-
-// ociRegistryGoroutines are started by distribution's registry (the OCI chart
-// server of the chartcache tests, testenv.NewOCIRegistry) when it is built and
-// are stopped by nothing, not even Registry.Shutdown: the notification
-// broadcaster (App never closes it), the upload purger (an endless
-// sleep-and-purge loop; its top frame is time.Sleep, hence AnyFunction) and
-// the OpenTelemetry batch span processor of the tracer provider that
-// tracing.InitOpenTelemetry installs globally and never shuts down.
-var ociRegistryGoroutines = []goleak.Option{
-	goleak.IgnoreTopFunction("github.com/docker/go-events.(*Broadcaster).run"),
-	goleak.IgnoreAnyFunction("github.com/distribution/distribution/v3/registry/handlers.startUploadPurger.func1"),
-	goleak.IgnoreTopFunction("go.opentelemetry.io/otel/sdk/trace.(*batchSpanProcessor).processQueue"),
+	}))
 }
 
 // withControlPlane runs the tests between starting and stopping the control
@@ -102,7 +90,7 @@ func newManager(t *testing.T, driver string) *Manager {
 
 func desired(t *testing.T, ns, name, chartPath string, values map[string]interface{}) Target {
 	t.Helper()
-	ch, err := LocalCharts{}.Load(context.Background(), config.Chart{Path: chartPath}, chartsDir(t))
+	ch, err := chartsource.LocalCharts{}.Load(context.Background(), config.Chart{Path: chartPath}, chartsDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +125,7 @@ func TestLifecycle(t *testing.T) {
 				t.Fatalf("SpecReleases = %v, %v", rels, err)
 			}
 			r := rels[0]
-			if r.Spec != "spec" || r.ReleaseSpec != "rs" || r.Status != release.StatusDeployed || r.ChartName != "hello" || r.ChartVersion != "0.1.0" || r.Revision != 1 {
+			if r.Spec != "spec" || r.ReleaseSpec != "rs" || r.Status != common.StatusDeployed || r.ChartName != "hello" || r.ChartVersion != "0.1.0" || r.Revision != 1 {
 				t.Errorf("release = %+v", r)
 			}
 
@@ -220,10 +208,10 @@ func TestInstallErrorsAreReturned(t *testing.T) {
 	if err == nil {
 		t.Fatal("installing a chart that does not render must fail")
 	}
-	if _, err := (LocalCharts{}).Load(ctx, config.Chart{Path: "charts/missing"}, chartsDir(t)); err == nil {
+	if _, err := (chartsource.LocalCharts{}).Load(ctx, config.Chart{Path: "charts/missing"}, chartsDir(t)); err == nil {
 		t.Fatal("loading a missing chart must fail")
 	}
-	if _, err := (LocalCharts{}).Load(ctx, config.Chart{Repo: "https://x", Name: "x", Version: "1"}, chartsDir(t)); err == nil {
+	if _, err := (chartsource.LocalCharts{}).Load(ctx, config.Chart{Repo: "https://x", Name: "x", Version: "1"}, chartsDir(t)); err == nil {
 		t.Fatal("LocalCharts must refuse repository charts")
 	}
 }

@@ -7,8 +7,9 @@ import (
 	"sort"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -115,13 +116,13 @@ func (m *Manager) indexedRelease(ctx context.Context, ri *recordInformer, namesp
 	revs := make([]*release.Release, 0, len(recs))
 	lastDeployed := -1
 	for i, r := range recs[:len(recs)-1] {
-		st := release.Status(r.labels["status"])
-		if st == release.StatusDeployed || st == release.StatusSuperseded {
+		st := common.Status(r.labels["status"])
+		if st == common.StatusDeployed || st == common.StatusSuperseded {
 			lastDeployed = i
 		}
 		revs = append(revs, &release.Release{Name: name, Version: r.revision, Info: &release.Info{Status: st}, Labels: r.labels})
 	}
-	if lastDeployed >= 0 && (top.Info == nil || (top.Info.Status != release.StatusDeployed && top.Info.Status != release.StatusSuperseded)) {
+	if lastDeployed >= 0 && (top.Info == nil || (top.Info.Status != common.StatusDeployed && top.Info.Status != common.StatusSuperseded)) {
 		dep, _, err := m.getRecord(ctx, namespace, name, recs[lastDeployed])
 		if errors.Is(err, errStale) {
 			return m.liveRelease(ctx, namespace, name)

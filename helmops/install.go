@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	"helm.sh/helm/v4/pkg/action"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	helmrelease "helm.sh/helm/v4/pkg/release"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/format"
@@ -90,7 +91,11 @@ func (m *Manager) install(ctx context.Context, d Target, complete bool) (int, er
 				return err
 			}
 		}
-		rel, err = in.Run(d.Chart, d.Values)
+		done, err := in.Run(d.Chart, d.Values)
+		if err != nil {
+			return err
+		}
+		rel, err = asV1(done)
 		return err
 	})
 	if err != nil {
@@ -117,7 +122,7 @@ type seenFree struct {
 	checked bool
 }
 
-func (s *seenFree) Query(labels map[string]string) ([]*release.Release, error) {
+func (s *seenFree) Query(labels map[string]string) ([]helmrelease.Releaser, error) {
 	if !s.checked && len(labels) == 2 && labels["name"] == s.name && labels["owner"] == "helm" {
 		s.checked = true
 		return nil, driver.ErrReleaseNotFound

@@ -4,14 +4,16 @@ import (
 	"context"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/kube"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/autox-dev/autox/internal/format"
 )
 
 // installLabelled installs hello the way another tool (or an older autox)
-// would: with exactly these release labels.
+// would: with exactly these release labels, applied client-side, waiting
+// for hooks only.
 func installLabelled(t *testing.T, m *Manager, ns, name string, labels map[string]string) {
 	t.Helper()
 	cfg, err := m.actionConfig(context.Background(), ns, nil)
@@ -20,6 +22,7 @@ func installLabelled(t *testing.T, m *Manager, ns, name string, labels map[strin
 	}
 	in := action.NewInstall(cfg)
 	in.ReleaseName, in.Namespace, in.Labels = name, ns, labels
+	in.WaitStrategy, in.ServerSideApply = kube.HookOnlyStrategy, false
 	if _, err := in.Run(desired(t, ns, name, "charts/hello", nil).Chart, nil); err != nil {
 		t.Fatal(err)
 	}

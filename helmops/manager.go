@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"helm.sh/helm/v3/pkg/chartutil"
+	chartcommon "helm.sh/helm/v4/pkg/chart/common"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -86,7 +86,7 @@ type Manager struct {
 	background sync.WaitGroup
 
 	capsMu sync.Mutex
-	caps   *chartutil.Capabilities
+	caps   *chartcommon.Capabilities
 	capsAt time.Time
 
 	// as is the service account the operations run as (zero: autox's own

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -245,7 +245,7 @@ func TestModified(t *testing.T) {
 			rr.refuse = nil
 			pending := newRecord(t, driver, ns, "m", 2)
 			r, err := m.Lookup(ctx, ns, "m")
-			if err != nil || r.Status != release.StatusPendingUpgrade {
+			if err != nil || r.Status != common.StatusPendingUpgrade {
 				t.Fatalf("want a release left pending-upgrade: %+v, %v", r, err)
 			}
 			if got := pending.meta().Labels["modifiedAt"]; got != longAgo {
@@ -268,7 +268,7 @@ func TestModified(t *testing.T) {
 			}
 			rr.refuse = nil
 			r, err = m.Lookup(ctx, ns, "m")
-			if err != nil || r.Status != release.StatusUninstalling {
+			if err != nil || r.Status != common.StatusUninstalling {
 				t.Fatalf("want a release left uninstalling: %+v, %v", r, err)
 			}
 			if got := last.meta().Labels["modifiedAt"]; got != longAgo {

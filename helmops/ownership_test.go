@@ -9,7 +9,8 @@ import (
 	"sync"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/kube"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
@@ -18,7 +19,8 @@ import (
 
 // helmUpgrade upgrades a release the way a person with the helm CLI (or an
 // old Helm client) would: Helm's own upgrade, with exactly these --labels,
-// where "null" removes a label.
+// where "null" removes a label, and the Helm 4 CLI's defaults (no --wait:
+// hooks only; applied as the release was last).
 func helmUpgrade(t *testing.T, m *Manager, ns, name string, values map[string]interface{}, labels map[string]string) error {
 	t.Helper()
 	cfg, err := m.actionConfig(context.Background(), ns, nil)
@@ -27,6 +29,7 @@ func helmUpgrade(t *testing.T, m *Manager, ns, name string, values map[string]in
 	}
 	up := action.NewUpgrade(cfg)
 	up.Namespace, up.Labels, up.ResetValues = ns, labels, true
+	up.WaitStrategy = kube.HookOnlyStrategy
 	_, err = up.Run(name, desired(t, ns, name, "charts/label", nil).Chart, values)
 	return err
 }

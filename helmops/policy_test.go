@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -41,13 +41,13 @@ func TestPolicyWaitTimesOut(t *testing.T) {
 	if err == nil {
 		t.Fatal("an upgrade that waits for a Deployment that never gets ready succeeded")
 	}
-	if r, _ := m.Lookup(ctx, ns, "w"); r.Revision != 2 || r.Status != release.StatusFailed || r.LastDeployedRevision != 1 {
+	if r, _ := m.Lookup(ctx, ns, "w"); r.Revision != 2 || r.Status != common.StatusFailed || r.LastDeployedRevision != 1 {
 		t.Fatalf("after the timeout: %+v, want revision 2 failed after revision 1 (%v)", r, err)
 	}
 	if err := m.RollbackWith(ctx, ns, "w", 0, 1, nil, wait); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := m.Lookup(ctx, ns, "w"); r.Revision != 3 || r.Status != release.StatusDeployed {
+	if r, _ := m.Lookup(ctx, ns, "w"); r.Revision != 3 || r.Status != common.StatusDeployed {
 		t.Fatalf("after the rollback: %+v", r)
 	}
 

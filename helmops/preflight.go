@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/kube"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/kube"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -57,15 +57,21 @@ func (m *Manager) preflightUpgrade(ctx context.Context, d Target) error {
 	up.Namespace = d.Namespace
 	up.ResetValues = true
 	up.DisableOpenAPIValidation = skipClientValidation
-	up.DryRun, up.DryRunOption = true, "server"
+	up.DryRunStrategy = action.DryRunServer
 	err = func() error {
-		target, err := up.RunWithContext(ctx, d.Name, d.Chart, d.Values)
+		current, err := lastRelease(cfg, d.Name)
+		if err != nil {
+			return fmt.Errorf("cannot read the release's current revision: %w", err)
+		}
+		// As the upgrade will: applied as its newest revision says.
+		m.upgradeWith(up, d.Policy, current.ApplyMethod)
+		rendered, err := up.RunWithContext(ctx, d.Name, d.Chart, d.Values)
 		if err != nil {
 			return err
 		}
-		current, err := cfg.Releases.Last(d.Name)
+		target, err := asV1(rendered)
 		if err != nil {
-			return fmt.Errorf("cannot read the release's current revision: %w", err)
+			return err
 		}
 		return dryRunChange(ctx, cfg.KubeClient, current.Manifest, withHooks(target, release.HookPreUpgrade, release.HookPostUpgrade))
 	}()
@@ -83,13 +89,17 @@ func (m *Manager) preflightRollback(ctx context.Context, cfg *action.Configurati
 		return nil
 	}
 	err := func() error {
-		current, err := cfg.Releases.Last(name)
+		current, err := lastRelease(cfg, name)
 		if err != nil {
 			return fmt.Errorf("cannot read the release's current revision: %w", err)
 		}
-		target, err := cfg.Releases.Get(name, toRevision)
+		stored, err := cfg.Releases.Get(name, toRevision)
 		if err != nil {
 			return fmt.Errorf("cannot read revision %d: %w", toRevision, err)
+		}
+		target, err := asV1(stored)
+		if err != nil {
+			return err
 		}
 		return dryRunChange(ctx, cfg.KubeClient, current.Manifest, withHooks(target, release.HookPreRollback, release.HookPostRollback))
 	}()
@@ -107,7 +117,7 @@ func (m *Manager) preflightUninstall(ctx context.Context, cfg *action.Configurat
 		return nil
 	}
 	err := func() error {
-		current, err := cfg.Releases.Last(name)
+		current, err := lastRelease(cfg, name)
 		if errors.Is(err, driver.ErrReleaseNotFound) {
 			return nil
 		}

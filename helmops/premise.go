@@ -3,8 +3,10 @@ package helmops
 import (
 	"fmt"
 
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	helmrelease "helm.sh/helm/v4/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
 )
 
 // ChangedError says that a release was written since the read its
@@ -48,18 +50,22 @@ type premised struct {
 	written bool
 }
 
-func (p *premised) Query(labels map[string]string) ([]*release.Release, error) {
+func (p *premised) Query(labels map[string]string) ([]helmrelease.Releaser, error) {
 	if p.checked && !p.written && p.history != nil {
 		if rels, ok := p.fromHistory(labels); ok {
 			if rels == nil {
 				return nil, driver.ErrReleaseNotFound
 			}
-			return rels, nil
+			return releasers(rels), nil
 		}
 	}
-	rels, err := p.Driver.Query(labels)
+	found, err := p.Driver.Query(labels)
 	if p.checked || err != nil || !p.isHistory(labels) {
-		return rels, err
+		return found, err
+	}
+	rels, err := asV1List(found)
+	if err != nil {
+		return nil, fmt.Errorf("query: %w", err)
 	}
 	p.checked = true
 	newest := 0
@@ -69,8 +75,8 @@ func (p *premised) Query(labels map[string]string) ([]*release.Release, error) {
 	if newest != p.decided {
 		return nil, &ChangedError{Namespace: p.namespace, Name: p.name, Decided: p.decided, Newest: newest}
 	}
-	p.history = append([]*release.Release(nil), rels...)
-	return rels, nil
+	p.history = rels
+	return releasers(rels), nil
 }
 
 // isHistory tells Helm's read of the whole history of the release.
@@ -85,9 +91,9 @@ func (p *premised) fromHistory(labels map[string]string) (rels []*release.Releas
 	switch {
 	case p.isHistory(labels):
 		rels = append([]*release.Release(nil), p.history...)
-	case len(labels) == 3 && labels["name"] == p.name && labels["owner"] == "helm" && labels["status"] == release.StatusDeployed.String():
+	case len(labels) == 3 && labels["name"] == p.name && labels["owner"] == "helm" && labels["status"] == common.StatusDeployed.String():
 		for _, r := range p.history {
-			if r.Info != nil && r.Info.Status == release.StatusDeployed {
+			if r.Info != nil && r.Info.Status == common.StatusDeployed {
 				rels = append(rels, r)
 			}
 		}
@@ -100,17 +106,17 @@ func (p *premised) fromHistory(labels map[string]string) (rels []*release.Releas
 	return rels, true
 }
 
-func (p *premised) Create(key string, rls *release.Release) error {
+func (p *premised) Create(key string, rls helmrelease.Releaser) error {
 	p.written = true
 	return p.Driver.Create(key, rls)
 }
 
-func (p *premised) Update(key string, rls *release.Release) error {
+func (p *premised) Update(key string, rls helmrelease.Releaser) error {
 	p.written = true
 	return p.Driver.Update(key, rls)
 }
 
-func (p *premised) Delete(key string) (*release.Release, error) {
+func (p *premised) Delete(key string) (helmrelease.Releaser, error) {
 	p.written = true
 	return p.Driver.Delete(key)
 }

@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"helm.sh/helm/v3/pkg/release"
-
 	"github.com/autox-dev/autox/internal/format"
+	release "helm.sh/helm/v4/pkg/release/v1"
 )
 
 // SpecReleases returns this instance's releases of one spec in the given

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/autox-dev/autox/internal/format"
@@ -172,7 +172,7 @@ func setStatus(t *testing.T, ns, name string, revision int, status string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rls.Info.Status = release.Status(status)
+	rls.Info.Status = common.Status(status)
 	data, err := encodeRecord(rls)
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +294,7 @@ func copyRecord(t *testing.T, ns, name string, from, to int, labels map[string]s
 	}
 	rls.Version = to
 	if st, ok := labels["status"]; ok {
-		rls.Info.Status = release.Status(st)
+		rls.Info.Status = common.Status(st)
 	}
 	data, err := encodeRecord(rls)
 	if err != nil {

@@ -7,12 +7,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	helmrelease "helm.sh/helm/v4/pkg/release"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,15 +35,21 @@ type secretRecords struct {
 	client typedcorev1.SecretInterface
 }
 
-func newSecretRecords(client typedcorev1.SecretInterface, log func(string, ...interface{})) *secretRecords {
+// newSecretRecords logs through log: Helm's driver would log through
+// slog.Default otherwise (see helmLog).
+func newSecretRecords(client typedcorev1.SecretInterface, log slog.Handler) *secretRecords {
 	d := driver.NewSecrets(client)
-	d.Log = log
+	d.SetLogger(log)
 	return &secretRecords{Secrets: d, client: client}
 }
 
 // Create stores a new record, as Helm's driver does: ErrReleaseExists when
 // the record exists.
-func (s *secretRecords) Create(key string, rls *release.Release) error {
+func (s *secretRecords) Create(key string, r helmrelease.Releaser) error {
+	rls, err := asV1(r)
+	if err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
 	obj, err := recordSecret(key, rls, "createdAt")
 	if err != nil {
 		return fmt.Errorf("create: failed to encode release %q: %w", rls.Name, err)
@@ -56,7 +64,11 @@ func (s *secretRecords) Create(key string, rls *release.Release) error {
 }
 
 // Update replaces a record, as Helm's driver does.
-func (s *secretRecords) Update(key string, rls *release.Release) error {
+func (s *secretRecords) Update(key string, r helmrelease.Releaser) error {
+	rls, err := asV1(r)
+	if err != nil {
+		return fmt.Errorf("update: %w", err)
+	}
 	obj, err := recordSecret(key, rls, "modifiedAt")
 	if err != nil {
 		return fmt.Errorf("update: failed to encode release %q: %w", rls.Name, err)

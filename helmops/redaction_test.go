@@ -3,14 +3,15 @@ package helmops
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/autox-dev/autox/internal/redact"
 )
@@ -143,29 +144,36 @@ func TestUninstallAndRollbackHideValues(t *testing.T) {
 	}
 }
 
-// TestDebugLogHidesRecords: the drivers log a record they cannot decode with
-// the whole object; its data (the encoded release, values included) must not
-// reach the log, and redacted values must not either.
-func TestDebugLogHidesRecords(t *testing.T) {
+// TestHelmLogHidesValues: Helm 4 logs through slog, much of it in
+// attributes (an API error as slog.Any("error", err), which may quote a
+// value): the message and every attribute, in groups and in attributes
+// added with WithAttrs too, reach the log without the value, and say the
+// rest; at info level nothing is logged.
+func TestHelmLogHidesValues(t *testing.T) {
 	var logs logBuffer
 	m := &Manager{opts: Options{Log: zerolog.New(&logs).Level(zerolog.DebugLevel)}}
-	rec := corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.r.v1"}, Data: map[string][]byte{"release": []byte("H4sIencoded")}}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.c.v1"}, Data: map[string]string{"release": "H4sIencoded"}}
-	log := m.debugLog("ns", redact.New(map[string]interface{}{"v": secret}))
-	log("list: failed to decode release: %v: %s", rec, "bad gzip")
-	log("list: failed to decode release: %v: %s", cm, "bad gzip")
-	log("value %q refused", secret)
+	log := slog.New(m.helmLog("ns", redact.New(map[string]interface{}{"v": secret})))
+	refused := fmt.Errorf("Secret \"s\" is invalid: data[token]: Invalid value: %q", secret)
+	log.Warn("value "+secret+" refused", slog.Any("error", refused), slog.String("name", "s"))
+	log.With("value", secret).WithGroup("object").Debug("applying", "kind", "Secret", slog.Group("data", "token", secret))
+	log.Debug("a record that does not decode", "key", "sh.helm.release.v1.r.v1", slog.Any("cause", struct{ Data string }{secret}))
 	got := logs.String()
-	if strings.Contains(got, "H4sI") || strings.Contains(got, secret) ||
-		!strings.Contains(got, "Secret sh.helm.release.v1.r.v1: bad gzip") || !strings.Contains(got, "ConfigMap sh.helm.release.v1.c.v1") ||
-		!strings.Contains(got, `value \"***\" refused`) {
-		t.Errorf("debug log:\n%s", got)
+	for _, want := range []string{
+		`"message":"value *** refused"`, `data[token]: Invalid value: \"***\"`, `"name":"s"`, `"helmLevel":"WARN"`,
+		`"value":"***"`, `"object.kind":"Secret"`, `"object.data.token":"***"`, `"key":"sh.helm.release.v1.r.v1"`, `"cause":"{Data:***}"`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the log lacks %s:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, secret) {
+		t.Errorf("the log quotes the value:\n%s", got)
 	}
 
 	logs.Reset()
 	m.opts.Log = zerolog.New(&logs).Level(zerolog.InfoLevel)
-	m.debugLog("ns", nil)("not %s", "shown")
+	slog.New(m.helmLog("ns", nil)).Warn("not shown", "error", errors.New("shown neither"))
 	if logs.String() != "" {
-		t.Errorf("debug lines at info level: %q", logs.String())
+		t.Errorf("Helm's lines at info level: %q", logs.String())
 	}
 }

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/kube"
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/kube"
+	release "helm.sh/helm/v4/pkg/release/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/cli-runtime/pkg/resource"
 )
@@ -70,24 +71,32 @@ func (m *Manager) dryRunInstall(ctx context.Context, d Target) error {
 	if err != nil {
 		return err
 	}
-	in.DryRun = true
-	in.DryRunOption = "server"
+	in.DryRunStrategy = action.DryRunServer
 	// Helm renders (its lookups read the cluster) and maps the objects
 	// without a context, and the dry-run creates take none either: the
 	// caller stops waiting when ctx ends, which a dry run, writing nothing,
 	// allows.
 	err = m.untilDone(ctx, func() error {
-		rel, err := in.RunWithContext(ctx, d.Chart, d.Values)
-		if err == nil {
-			err = dryRunCreate(ctx, cfg.KubeClient, installManifest(rel))
+		rel, err := dryRun(ctx, in, d)
+		if err != nil {
+			return err
 		}
-		return err
+		return dryRunCreate(ctx, cfg.KubeClient, installManifest(rel))
 	})
 	if err != nil {
 		m.forgetCapabilities()
 		return d.Redact.Error(err)
 	}
 	return nil
+}
+
+// dryRun is the release in (set up for a dry run) renders for d.
+func dryRun(ctx context.Context, in *action.Install, d Target) (*release.Release, error) {
+	rendered, err := in.RunWithContext(ctx, d.Chart, d.Values)
+	if err != nil {
+		return nil, err
+	}
+	return asV1(rendered)
 }
 
 // installManifest is what an install of rel creates: its manifest and its

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -39,7 +39,7 @@ func TestReinstallKeepsWhatItCannotReplace(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, err := m.Lookup(ctx, ns, "r")
-	if err != nil || before.Revision != 2 || before.Status != release.StatusDeployed {
+	if err != nil || before.Revision != 2 || before.Status != common.StatusDeployed {
 		t.Fatalf("before: %+v, %v", before, err)
 	}
 	records := releaseRecords(t, ns, "r")
@@ -60,7 +60,7 @@ func TestReinstallKeepsWhatItCannotReplace(t *testing.T) {
 				t.Fatalf("Reinstall error = %v, want %q ... %q", err, want, tc.cause)
 			}
 			after, err := m.Lookup(ctx, ns, "r")
-			if err != nil || after == nil || after.Revision != 2 || after.Status != release.StatusDeployed ||
+			if err != nil || after == nil || after.Revision != 2 || after.Status != common.StatusDeployed ||
 				!after.FirstDeployed.Equal(before.FirstDeployed) || after.Values["label"] != "second" {
 				t.Fatalf("the running release changed: %+v, %v", after, err)
 			}
@@ -82,7 +82,7 @@ func TestReinstallKeepsWhatItCannotReplace(t *testing.T) {
 		!strings.Contains(err.Error(), "the running release is kept") {
 		t.Fatalf("Reinstall without .needed = %v", err)
 	}
-	if b, err := m.Lookup(ctx, ns, "b"); err != nil || b == nil || b.Revision != 1 || b.Status != release.StatusDeployed || b.Values["needed"] != "present" {
+	if b, err := m.Lookup(ctx, ns, "b"); err != nil || b == nil || b.Revision != 1 || b.Status != common.StatusDeployed || b.Values["needed"] != "present" {
 		t.Fatalf("the running release changed: %+v, %v", b, err)
 	}
 
@@ -99,7 +99,7 @@ func TestReinstallKeepsWhatItCannotReplace(t *testing.T) {
 		t.Fatalf("good Reinstall = %d, %v", rev, err)
 	}
 	after, err := m.Lookup(ctx, ns, "r")
-	if err != nil || after.Revision != 1 || after.Status != release.StatusDeployed || !after.FirstDeployed.After(before.FirstDeployed) {
+	if err != nil || after.Revision != 1 || after.Status != common.StatusDeployed || !after.FirstDeployed.After(before.FirstDeployed) {
 		t.Fatalf("after a good reinstall: %+v (first deployed before: %v), %v", after, before.FirstDeployed, err)
 	}
 }

@@ -7,8 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -51,8 +52,8 @@ func summarise(revs []*release.Release) *format.Release {
 	r.Modified = recordWritten(last.Labels)
 	if last.Info != nil {
 		r.Status = last.Info.Status
-		r.Updated = last.Info.LastDeployed.Time
-		r.FirstDeployed = last.Info.FirstDeployed.Time
+		r.Updated = last.Info.LastDeployed
+		r.FirstDeployed = last.Info.FirstDeployed
 	}
 	if last.Chart != nil && last.Chart.Metadata != nil {
 		r.ChartName = last.Chart.Metadata.Name
@@ -63,7 +64,7 @@ func summarise(revs []*release.Release) *format.Release {
 		if rev.Info == nil {
 			continue
 		}
-		if rev.Info.Status == release.StatusDeployed || rev.Info.Status == release.StatusSuperseded {
+		if rev.Info.Status == common.StatusDeployed || rev.Info.Status == common.StatusSuperseded {
 			deployed = rev
 			r.LastDeployedRevision = rev.Version
 			if rev != last {
@@ -96,8 +97,8 @@ func (m *Manager) releases(ctx context.Context, namespace string, groups map[str
 
 // ageMatters reports whether callers judge a release of that status by its
 // age (the unlock of DESIGN §5), which is when Modified must be right.
-func ageMatters(s release.Status) bool {
-	return s.IsPending() || s == release.StatusUninstalling
+func ageMatters(s common.Status) bool {
+	return s.IsPending() || s == common.StatusUninstalling
 }
 
 // modified returns when r's latest record was last written. The driver's

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"slices"
 
-	"helm.sh/helm/v3/pkg/kube"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/kube"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/cli-runtime/pkg/resource"
@@ -40,13 +41,12 @@ func (m *Manager) DryRunReplacement(ctx context.Context, d Target, old Ref) erro
 	if err != nil {
 		return err
 	}
-	in.DryRun = true
-	in.DryRunOption = "server"
+	in.DryRunStrategy = action.DryRunServer
 	in.TakeOwnership = true // ownership is checked below, old's objects allowed
 	// As in dryRunInstall: Helm's rendering and mapping take no context, so
 	// the caller stops waiting when ctx ends; a dry run writes nothing.
 	err = m.untilDone(ctx, func() error {
-		rel, err := in.RunWithContext(ctx, d.Chart, d.Values)
+		rel, err := dryRun(ctx, in, d)
 		if err != nil {
 			return err
 		}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v4/pkg/action"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/redact"
@@ -37,8 +37,20 @@ func (m *Manager) RollbackWith(ctx context.Context, namespace, name string, curr
 	}
 	rb := action.NewRollback(cfg)
 	rb.Version = toRevision
-	m.rollbackWith(rb, p)
-	err = m.untilDone(ctx, func() error { return rb.Run(name) })
+	err = m.untilDone(ctx, func() error {
+		// The target revision says how it was applied (Helm 4's "auto" for
+		// a rollback, resolved here).
+		target, err := cfg.Releases.Get(name, toRevision)
+		if err != nil {
+			return fmt.Errorf("cannot read revision %d: %w", toRevision, err)
+		}
+		to, err := asV1(target)
+		if err != nil {
+			return err
+		}
+		m.rollbackWith(rb, p, to.ApplyMethod)
+		return rb.Run(name)
+	})
 	if errors.Is(err, errLeftRunning) {
 		return fmt.Errorf("rollback of release %s/%s to revision %d: %w", namespace, name, toRevision, err)
 	}

@@ -13,21 +13,26 @@ import (
 const stdLogMessage = "Helm wrote a line to the standard logger; its text is withheld, it may quote values"
 
 // RouteStdLog sends the standard library logger's output, which Helm writes
-// to directly instead of to its debug log, to log at debug level, with the
-// fixed stdLogMessage, the source file and line of Helm's call, and never the
-// text. It returns a function that restores the logger as it was.
+// to directly instead of to its configuration's slog handler, to log at
+// debug level, with the fixed stdLogMessage, the source file and line of
+// Helm's call, and never the text. It returns a function that restores the
+// logger as it was.
 //
-// In Helm v3.22, these are reached from autox's operations (chart loading,
-// install, upgrade, rollback, uninstall): chartutil's value coalescing
-// (coalesce.go: type conflicts, in `global:` and between a chart's and a
-// subchart's values, printed with %v, values included), dependencies.go
-// (conditions, tags and import-values), jsonschema.go (an unresolved $ref in
-// a values schema), engine's lookup_func.go (lookup errors), action's
-// hooks.go (a hook's log output or deletion failing), releaseutil's
-// manifest_sorter.go (an unknown hook), chart/loader's load.go and
-// internal/sympath (a chart's requirements.yaml or symbolic links), ignore's
-// rules.go (.helmignore) and repo's index.go (invalid repository index
-// entries); engine.go's only uses are in lint mode, which autox does not use.
+// In Helm v4.3, two kinds of lines reach it from autox's operations:
+//   - log.Printf calls: chart/common/util's value coalescing (coalesce.go:
+//     type conflicts, in `global:` and between a chart's and a subchart's
+//     values, printed with %v, values included), chart/v2/util's
+//     dependencies.go (conditions, tags and import-values), action's
+//     hooks.go (a hook's log output or deletion failing), engine's lookup
+//     errors, the loader's and sympath's warnings (requirements.yaml,
+//     symbolic links), ignore's rules.go (.helmignore) and repo's index.go;
+//   - package-level slog calls (slog.Debug/Info/Warn, not the
+//     configuration's handler): kube's ready.go, wait.go and client.go
+//     (e.g. "resource exists on cluster but not in original release"),
+//     release/v1/util's manifest_sorter.go ("skipping unknown hooks"). They
+//     go to slog.Default, whose default handler writes Info and above
+//     through this logger. That holds only while nobody calls
+//     slog.SetDefault, which autox never does (a test pins it).
 //
 // The text is withheld at every level because the standard logger is one
 // for the process: a line cannot be told apart by the release whose values

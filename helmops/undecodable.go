@@ -13,8 +13,9 @@ import (
 	"strconv"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	helmrelease "helm.sh/helm/v4/pkg/release"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -272,7 +273,7 @@ type newestDecodes struct {
 	namespace string
 }
 
-func (d *newestDecodes) Query(match map[string]string) ([]*release.Release, error) {
+func (d *newestDecodes) Query(match map[string]string) ([]helmrelease.Releaser, error) {
 	recs, err := d.m.listRecords(context.Background(), d.namespace, match)
 	if err != nil {
 		return nil, fmt.Errorf("query: %w", err)
@@ -287,5 +288,5 @@ func (d *newestDecodes) Query(match map[string]string) ([]*release.Release, erro
 	if len(out) == 0 && len(recs.names()) == 0 {
 		return nil, driver.ErrReleaseNotFound
 	}
-	return out, nil
+	return releasers(out), nil
 }

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -147,7 +147,11 @@ func TestUndecodableNewestRecord(t *testing.T) {
 
 		// What Helm's own drivers make of it: revision 1 as the newest.
 		helm := helmDriver(storageDriver, ns)
-		if last, err := storage.Init(helm).Last("r1"); err != nil || last.Version != 1 {
+		last, err := storage.Init(helm).Last("r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rel, err := asV1(last); err != nil || rel.Version != 1 {
 			t.Fatalf("Helm's driver no longer falls back to revision 1: %v, %v", last, err)
 		}
 
@@ -202,9 +206,13 @@ func TestListRecordsReadsWhatHelmReads(t *testing.T) {
 		ctx := context.Background()
 		twoRevisions(t, m, ns, "r1", "charts/hello-v2")
 		helm := helmDriver(storageDriver, ns)
-		want, err := helm.Query(map[string]string{"name": "r1", "owner": "helm"})
-		if err != nil || len(want) != 2 {
-			t.Fatalf("Helm's Query = %v, %v", want, err)
+		found, err := helm.Query(map[string]string{"name": "r1", "owner": "helm"})
+		if err != nil || len(found) != 2 {
+			t.Fatalf("Helm's Query = %v, %v", found, err)
+		}
+		want, err := asV1List(found)
+		if err != nil {
+			t.Fatal(err)
 		}
 		got, err := m.listRecords(ctx, ns, map[string]string{"name": "r1"})
 		if err != nil || len(got.decoded["r1"]) != 2 || len(got.undecoded) != 0 {

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/storage/driver"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"helm.sh/helm/v4/pkg/action"
+	helmrelease "helm.sh/helm/v4/pkg/release"
+	"helm.sh/helm/v4/pkg/storage/driver"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/redact"
@@ -55,15 +55,20 @@ func (m *Manager) uninstall(ctx context.Context, namespace, name string, current
 	if err := m.preflightUninstall(ctx, cfg, namespace, name, hide); err != nil {
 		return err
 	}
-	un := action.NewUninstall(cfg)
-	un.Timeout, un.DisableHooks = m.timeout(p), p.DisableHooks
-	if wait {
-		un.Wait = true
-		un.DeletionPropagation = string(metav1.DeletePropagationBackground)
+	rec := &deletions{}
+	if kc, ok := cfg.KubeClient.(kubeClient); ok {
+		kc.deleted = rec
+		cfg.KubeClient = kc
 	}
-	err = m.untilDone(ctx, func() error { _, err := un.Run(name); return err })
+	un := action.NewUninstall(cfg)
+	m.uninstallWith(un, p, wait)
+	var res *helmrelease.UninstallReleaseResponse
+	err = m.untilDone(ctx, func() (err error) { res, err = un.Run(name); return err })
 	switch {
-	case err == nil, errors.Is(err, driver.ErrReleaseNotFound):
+	case err == nil:
+		m.reportLeft(namespace, name, res, rec)
+		return nil
+	case errors.Is(err, driver.ErrReleaseNotFound):
 		return nil
 	case errors.Is(err, errLeftRunning):
 		return fmt.Errorf("uninstall of release %s/%s: %w", namespace, name, err)

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/action"
+	release "helm.sh/helm/v4/pkg/release/v1"
 )
 
 // Upgrade upgrades a release to exactly d's chart and values (ResetValues:
@@ -29,16 +29,27 @@ func (m *Manager) Upgrade(ctx context.Context, d Target) (int, error) {
 	up.Namespace = d.Namespace
 	up.Labels = m.releaseLabels(d, d.Revision)
 	up.ResetValues = true
-	m.upgradeWith(up, d.Policy)
 	up.DisableOpenAPIValidation = skipClientValidation
 	var rel *release.Release
 	err = m.untilDone(ctx, func() (err error) {
+		// The newest revision says how it was applied (Helm 4's "auto",
+		// resolved here); premised checks this first read of the history
+		// against the decision and answers Helm's own from it.
+		newest, err := lastRelease(cfg, d.Name)
+		if err != nil {
+			return err
+		}
+		m.upgradeWith(up, d.Policy, newest.ApplyMethod)
 		if apply, replace := crdsOnUpgrade(d.Policy); apply {
 			if err := m.applyCRDs(cfg, d.Chart, replace); err != nil {
 				return err
 			}
 		}
-		rel, err = up.Run(d.Name, d.Chart, d.Values)
+		done, err := up.Run(d.Name, d.Chart, d.Values)
+		if err != nil {
+			return err
+		}
+		rel, err = asV1(done)
 		return err
 	})
 	if err != nil {

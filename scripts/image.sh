@@ -6,7 +6,7 @@
 # go-containerregistry (scripts/image). The image is reproducible: the same
 # commit and Go version give the same digest (times are the commit's).
 # The last line printed is the pushed reference with its digest, to pin in an
-# overlay (README "Building the image").
+# overlay (docs/operations.md "Building the image").
 #
 #   scripts/image.sh                                 push to a local registry (scripts/registry.sh start)
 #   scripts/image.sh --registry ghcr.io/you          push to ghcr.io/you/autox:<version> (docker login credentials)

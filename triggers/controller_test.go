@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -22,6 +22,7 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/releasetest"
 	"github.com/autox-dev/autox/internal/testenv"
@@ -141,7 +142,7 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	if h.managed != nil {
 		managed = h.managed(state)
 	}
-	rec := NewReconciler(ReconcilerOptions{Helm: writes, Charts: helmops.LocalCharts{}, Triggers: reads, Sources: sources, Inventory: inv,
+	rec := NewReconciler(ReconcilerOptions{Helm: writes, Charts: chartsource.LocalCharts{}, Triggers: reads, Sources: sources, Inventory: inv,
 		Attempts: attempts.Store{Client: cs, Instance: helm.Instance()}, State: state, Defaults: config.PolicyDefaults{Timeout: time.Minute, MaxHistory: 10}, Now: h.clock(),
 		Log: log, Metrics: m, Managed: managed})
 	ctrl = NewController(Options{Reconciler: rec, Inventory: inv, Metadata: meta, Records: records, Workers: 2, Resync: resync,
@@ -323,7 +324,7 @@ func TestLifecycleOfOneTrigger(t *testing.T) {
 	h.Relabel("web", v("2.0.0"))
 	h.WaitRelease("web-hello", "upgraded", deployedAt(2))
 	job2 := h.WaitRelease("web-job", "reinstalled", func(r *format.Release) bool {
-		return r != nil && r.Status == release.StatusDeployed && r.FirstDeployed.After(job.FirstDeployed)
+		return r != nil && r.Status == common.StatusDeployed && r.FirstDeployed.After(job.FirstDeployed)
 	})
 	if job2.Revision != 1 {
 		t.Errorf("reinstalled job revision = %d, want 1", job2.Revision)
@@ -425,7 +426,7 @@ func TestConflictAndFailureIsolation(t *testing.T) {
 	if r == nil || r.Managed() || r.Revision != 1 {
 		t.Errorf("foreign release changed: %+v", r)
 	}
-	if b := h.Release("web-broken"); b != nil && b.Status == release.StatusDeployed {
+	if b := h.Release("web-broken"); b != nil && b.Status == common.StatusDeployed {
 		t.Errorf("broken chart deployed: %+v", b)
 	}
 	if r := h.Release("web-ok"); r.Revision != 1 {
@@ -441,7 +442,7 @@ func TestDriftIsCorrected(t *testing.T) {
 	r := h.WaitRelease("web-hello", "installed", deployedAt(1))
 
 	// Someone upgrades the release behind autox's back, keeping the labels.
-	ch, err := helmops.LocalCharts{}.Load(context.Background(), config.Chart{Path: "hello"}, h.Charts)
+	ch, err := chartsource.LocalCharts{}.Load(context.Background(), config.Chart{Path: "hello"}, h.Charts)
 	if err != nil {
 		t.Fatal(err)
 	}

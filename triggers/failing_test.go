@@ -8,12 +8,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	"helm.sh/helm/v4/pkg/release/common"
+	"helm.sh/helm/v4/pkg/storage/driver"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/triggers/plan"
+
+	"github.com/autox-dev/autox/internal/releasetest"
 )
 
 func TestOutcomes(t *testing.T) {
@@ -60,7 +62,7 @@ specs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	pending := &format.Release{Record: format.Record{Name: "web-b", Namespace: "ns", Spec: "web", ReleaseSpec: "b", Instance: "autox", Status: release.StatusPendingUpgrade, Revision: 2},
+	pending := &format.Release{Record: format.Record{Name: "web-b", Namespace: "ns", Spec: "web", ReleaseSpec: "b", Instance: "autox", Status: common.StatusPendingUpgrade, Revision: 2},
 		LastDeployedRevision: 1, DeployedBefore: true, ChartName: "hello", ChartVersion: "0.1.0", Modified: now.Add(-time.Minute)}
 	p := plan.Decide(plan.Observation{Spec: "web", Config: cfg.Specs["web"], Instance: "autox", InForce: cfg,
 		Trigger: plan.TriggerRead{Found: true, Labels: map[string]string{config.DefaultTriggerLabel: "1.0.0"}},
@@ -135,11 +137,8 @@ func TestStaleReleaseUnrecovered(t *testing.T) {
 	h.halt()
 
 	store := driver.NewSecrets(cluster.Client.CoreV1().Secrets(h.NS))
-	rel, err := store.Get("sh.helm.release.v1.web-hello.v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel.Version, rel.Info.Status, rel.Manifest = 2, release.StatusPendingUpgrade, "kind: [not yaml"
+	rel := releasetest.Record(t, store, "sh.helm.release.v1.web-hello.v1")
+	rel.Version, rel.Info.Status, rel.Manifest = 2, common.StatusPendingUpgrade, "kind: [not yaml"
 	if err := store.Create("sh.helm.release.v1.web-hello.v2", rel); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +152,7 @@ func TestStaleReleaseUnrecovered(t *testing.T) {
 		t.Errorf("after a failed recovery: autox_release_spec_failing %v, autox_stale_release_unrecovered %v; want 1 and 1", failing, stale)
 	}
 	// (Helm's rollback leaves a pending-rollback revision of its own.)
-	if r := h.Release("web-hello"); r.Status == release.StatusDeployed {
+	if r := h.Release("web-hello"); r.Status == common.StatusDeployed {
 		t.Fatalf("the release was recovered after all: the test's broken record no longer breaks the rollback")
 	}
 	// A process that stops leading no longer reports what it knew.

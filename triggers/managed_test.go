@@ -13,7 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,7 +52,7 @@ func installsIn(namespaces ...string) plan.Observation {
 	o := plan.Observation{Spec: "s", Config: spec, Instance: "autox", Trigger: plan.TriggerRead{Found: true},
 		ReleaseSpecs: map[string]plan.ReleaseSpecObservation{"up": {Chart: plan.ChartID{Name: "c", Version: "2"}}},
 		Current: []*format.Release{{Record: format.Record{Name: "up", Namespace: "a", Spec: "s", ReleaseSpec: "up", Instance: "autox",
-			Status: release.StatusDeployed, Revision: 1}, LastDeployedRevision: 1, ChartName: "c", ChartVersion: "1"}}}
+			Status: common.StatusDeployed, Revision: 1}, LastDeployedRevision: 1, ChartName: "c", ChartVersion: "1"}}}
 	for _, ns := range namespaces {
 		spec.ReleaseSpecs["r-"+ns] = &config.ReleaseSpec{ReleaseName: "r-" + ns, Namespace: ns}
 		o.ReleaseSpecs["r-"+ns] = plan.ReleaseSpecObservation{Chart: plan.ChartID{Name: "c", Version: "1"}}

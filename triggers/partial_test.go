@@ -11,6 +11,7 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/helmops/chartsource"
 )
 
 // TestUnreadableNamespaceBlocksOnlyItsReleases runs the controller as a user
@@ -40,7 +41,7 @@ func TestUnreadableNamespaceBlocksOnlyItsReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A release of a spec the config no longer has, in the readable namespace.
-	ch, err := helmops.LocalCharts{}.Load(ctx, config.Chart{Path: "hello"}, h.Charts)
+	ch, err := chartsource.LocalCharts{}.Load(ctx, config.Chart{Path: "hello"}, h.Charts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/format"
@@ -30,7 +30,7 @@ func TestStuckReconcileFailsLiveness(t *testing.T) {
 	h.start(h.config(webSpec(`      slow: {chart: {path: {{.Charts}}/slow}}
 `)), time.Hour)
 	h.WaitRelease("web-slow", "blocked on its hook", func(r *format.Release) bool {
-		return r != nil && r.Status == release.StatusPendingInstall
+		return r != nil && r.Status == common.StatusPendingInstall
 	})
 	now := time.Now() // the reconcile started before this
 	if err := h.ctrl.Stuck(now); err != nil {
@@ -44,6 +44,6 @@ func TestStuckReconcileFailsLiveness(t *testing.T) {
 	}
 	h.halt()
 	h.WaitRelease("web-slow", "Helm's background install ended (hook timed out)", func(r *format.Release) bool {
-		return r != nil && r.Status == release.StatusFailed
+		return r != nil && r.Status == common.StatusFailed
 	})
 }

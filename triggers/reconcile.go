@@ -11,6 +11,7 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/triggers/apply"
 	"github.com/autox-dev/autox/triggers/observe"
 	"github.com/autox-dev/autox/triggers/plan"
@@ -28,7 +29,7 @@ type Helm interface {
 // ReconcilerOptions is everything a Reconciler needs.
 type ReconcilerOptions struct {
 	Helm     Helm
-	Charts   helmops.ChartSource
+	Charts   chartsource.ChartSource
 	Triggers observe.Triggers
 	// Inventory lists release records; selector specs need it to admit
 	// objects within maxObjects when no pass has done so yet.

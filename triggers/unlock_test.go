@@ -4,11 +4,12 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
-	helmtime "helm.sh/helm/v3/pkg/time"
+	"helm.sh/helm/v4/pkg/release/common"
+	"helm.sh/helm/v4/pkg/storage/driver"
 
 	"github.com/autox-dev/autox/internal/format"
+
+	"github.com/autox-dev/autox/internal/releasetest"
 )
 
 var threeReleases = webSpec(`      upgrading: {chart: {path: {{.Charts}}/hello}}
@@ -35,14 +36,11 @@ func TestUnlockStalePendingReleases(t *testing.T) {
 	store := driver.NewSecrets(cluster.Client.CoreV1().Secrets(h.NS))
 	// A killed upgrade: revision 2 pending-upgrade, revision 1 still deployed.
 	// LastDeployed is long ago: it must not count.
-	longAgo := helmtime.Time{Time: time.Now().Add(-24 * time.Hour)}
+	longAgo := time.Now().Add(-24 * time.Hour)
 	pendingRevision := func(name string) {
-		rel, err := store.Get("sh.helm.release.v1." + name + ".v1")
-		if err != nil {
-			t.Fatal(err)
-		}
+		rel := releasetest.Record(t, store, "sh.helm.release.v1."+name+".v1")
 		rel.Version = 2
-		rel.Info.Status = release.StatusPendingUpgrade
+		rel.Info.Status = common.StatusPendingUpgrade
 		rel.Info.LastDeployed = longAgo
 		if err := store.Create("sh.helm.release.v1."+name+".v2", rel); err != nil {
 			t.Fatal(err)
@@ -51,12 +49,9 @@ func TestUnlockStalePendingReleases(t *testing.T) {
 	oldWrites := time.Now()
 	pendingRevision("web-upgrading")
 	// A killed install: the only revision pending-install.
-	inst, err := store.Get("sh.helm.release.v1.web-installing.v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	firstInstall := inst.Info.FirstDeployed.Time
-	inst.Info.Status = release.StatusPendingInstall
+	inst := releasetest.Record(t, store, "sh.helm.release.v1.web-installing.v1")
+	firstInstall := inst.Info.FirstDeployed
+	inst.Info.Status = common.StatusPendingInstall
 	inst.Info.LastDeployed = longAgo
 	if err := store.Update("sh.helm.release.v1.web-installing.v1", inst); err != nil {
 		t.Fatal(err)
@@ -72,12 +67,12 @@ func TestUnlockStalePendingReleases(t *testing.T) {
 	h.start(cfg, 300*time.Millisecond)
 	h.WaitRelease("web-upgrading", "rolled back to its deployed revision", deployedAt(3))
 	h.WaitRelease("web-installing", "reinstalled", func(r *format.Release) bool {
-		return r != nil && r.Status == release.StatusDeployed && r.Revision == 1 && r.FirstDeployed.After(firstInstall)
+		return r != nil && r.Status == common.StatusDeployed && r.Revision == 1 && r.FirstDeployed.After(firstInstall)
 	})
 	// Several passes later (each reconciles the spec in full: a pending
 	// release is never proven in sync) the young release is still pending.
 	h.waitReconciles("web", resultSuccess, h.reconciles("web", resultSuccess)+3)
-	if r := h.Release("web-young"); r.Status != release.StatusPendingUpgrade || r.Revision != 2 {
+	if r := h.Release("web-young"); r.Status != common.StatusPendingUpgrade || r.Revision != 2 {
 		t.Errorf("a young pending release was touched: %+v", r)
 	}
 	if r := h.Release("web-upgrading"); r.Revision != 3 {

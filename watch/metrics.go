@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the config file's metrics (README "Monitoring"), registered
+// Metrics are the config file's metrics (docs/operations.md "Monitoring"), registered
 // on the registry they are given.
 type Metrics struct {
 	lastOK      prometheus.Gauge

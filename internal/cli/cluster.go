@@ -23,6 +23,7 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/internal/apistatus"
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/triggers"
@@ -159,7 +160,7 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 // share, so they cannot disagree about what to do: run adds its metrics,
 // Events and the record of managed namespaces it keeps, plan the record as
 // it read it.
-func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts helmops.ChartSource, log zerolog.Logger) triggers.ReconcilerOptions {
+func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts chartsource.ChartSource, log zerolog.Logger) triggers.ReconcilerOptions {
 	return triggers.ReconcilerOptions{
 		Helm: d.helm, Charts: charts, Triggers: observe.TriggerReader{Client: d.meta, Mapper: d.mapper, PageSize: d.pageSize}, Inventory: d.inv,
 		Sources:  d.sources(),
@@ -180,8 +181,8 @@ func (d *clusterDeps) sources() observe.ValuesSources {
 
 // keyrings are what chart.verify checks with: --chart-keyring, and
 // chart.keyring Secrets read with client (autox's own identity).
-func (c *clusterFlags) keyrings(client kubernetes.Interface) helmops.Keyrings {
-	return helmops.Keyrings{File: c.chartKeyring, Secret: func(ctx context.Context, k config.Keyring) ([]byte, error) {
+func (c *clusterFlags) keyrings(client kubernetes.Interface) chartsource.Keyrings {
+	return chartsource.Keyrings{File: c.chartKeyring, Secret: func(ctx context.Context, k config.Keyring) ([]byte, error) {
 		s, err := client.CoreV1().Secrets(k.Namespace).Get(ctx, k.SecretName, metav1.GetOptions{})
 		if err != nil {
 			return nil, err

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/triggers"
 )
 
@@ -48,7 +49,7 @@ cluster error, 2 changes pending (only with --detailed-exitcode).`,
 			// A record that cannot be read leaves the plan to the
 			// config's namespaces, and makes it incomplete.
 			recorded, recordErr := deps.rememberManaged(cmd.Context(), &cf, state, log)
-			opts := deps.reconciler(state, helmops.LocalCharts{Keyrings: cf.keyrings(deps.client)}, log)
+			opts := deps.reconciler(state, chartsource.LocalCharts{Keyrings: cf.keyrings(deps.client)}, log)
 			opts.Recorded = recorded
 			steps, planErr := triggers.DryRunAll(cmd.Context(), triggers.NewReconciler(opts), deps.inv)
 			planErr = errors.Join(recordErr, planErr)

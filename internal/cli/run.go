@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/internal/leader"
 	"github.com/autox-dev/autox/triggers"
 	"github.com/autox-dev/autox/watch"
@@ -190,7 +191,7 @@ type runner struct {
 	// base is the REST config every client is built from; charts the chart
 	// cache every term shares; backoff the retry delays of failing specs.
 	base    *rest.Config
-	charts  *helmops.ChartCache
+	charts  *chartsource.ChartCache
 	backoff *triggers.Backoff
 	leading atomic.Bool
 }
@@ -246,7 +247,7 @@ func (r *runner) connect() (kubernetes.Interface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot create Kubernetes client: %w", err)
 	}
-	r.charts, err = helmops.NewChartCache(helmops.ChartCacheOptions{
+	r.charts, err = chartsource.NewChartCache(chartsource.ChartCacheOptions{
 		Dir: f.cacheDir, RepositoryConfig: f.repositoryConfig, RegistryConfig: f.registryConfig,
 		Refresh: f.indexRefresh, Timeout: f.helmTimeout, Keyrings: f.clusterFlags.keyrings(own), Log: r.log,
 	})

@@ -54,10 +54,16 @@ func serveHTTP(addr string, metrics prometheus.Gatherer, p probes, log zerolog.L
 // collectors. The components register theirs on it.
 func newRegistry() (*prometheus.Registry, error) {
 	reg := prometheus.NewRegistry()
-	for _, c := range []prometheus.Collector{apiRequestsByKind, apiWarnings, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+	for _, c := range processCollectors() {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("cannot register metrics: %w", err)
 		}
 	}
 	return reg, nil
+}
+
+// processCollectors are the metrics of the process as a whole, which
+// newRegistry starts with.
+func processCollectors() []prometheus.Collector {
+	return []prometheus.Collector{apiRequestsByKind, apiWarnings, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
 }

@@ -41,7 +41,7 @@ func (h warningHandler) HandleWarningHeaderWithContext(_ context.Context, code i
 func (h warningHandler) warned(code int) {
 	apiWarnings.Inc()
 	h.log.Warn().Int("code", code).Msg("the API server sent a warning; its text is not shown because it may quote values " +
-		"(a Secret's too); see Troubleshooting in the README to read it")
+		"(a Secret's too); docs/troubleshooting.md says how to read it")
 }
 
 // handleWarnings sets h on cfg, which every client of a command is built from

@@ -108,7 +108,7 @@ func TestFormatV1IgnoresPolicies(t *testing.T) {
 	set := 0
 	for _, s := range specs {
 		spec := s.(map[string]interface{})
-		spec["suspend"] = true
+		spec["suspend"], spec["serverSideApply"] = true, false
 		rss := spec["releaseSpecs"].(map[string]interface{})
 		ids := make([]string, 0, len(rss))
 		for id := range rss {
@@ -118,7 +118,7 @@ func TestFormatV1IgnoresPolicies(t *testing.T) {
 		for i, id := range ids {
 			rs := rss[id].(map[string]interface{})
 			rs["suspend"], rs["timeout"], rs["wait"], rs["waitForJobs"], rs["disableHooks"] = true, "7m", true, true, true
-			rs["crds"], rs["maxHistory"] = "CreateReplace", 3
+			rs["crds"], rs["maxHistory"], rs["serverSideApply"] = "CreateReplace", 3, i%2 == 0
 			rs["remediation"] = map[string]interface{}{"retries": 2, "onFailure": "rollback"}
 			if i > 0 {
 				rs["dependsOn"] = []string{ids[0]}

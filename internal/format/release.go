@@ -3,7 +3,7 @@ package format
 import (
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 )
 
 // Owner is who a release belongs to: an instance's release spec of a spec,
@@ -32,7 +32,7 @@ type Record struct {
 	ObjectNamespace, ObjectName string
 	// Revision and Status are the newest revision's.
 	Revision int
-	Status   release.Status
+	Status   common.Status
 	// Digest and AutoxRevision are autox's digest and revision labels
 	// ("" and 0 when absent).
 	Digest        string
@@ -44,7 +44,7 @@ type Record struct {
 // own status label included.
 func RecordOf(name, namespace string, revision int, labels map[string]string) Record {
 	return Record{Name: name, Namespace: namespace, Spec: labels[LabelSpec], ReleaseSpec: labels[LabelReleaseSpec], Instance: InstanceOf(labels),
-		ObjectNamespace: labels[LabelObjectNamespace], ObjectName: labels[LabelObject], Revision: revision, Status: release.Status(labels["status"]),
+		ObjectNamespace: labels[LabelObjectNamespace], ObjectName: labels[LabelObject], Revision: revision, Status: common.Status(labels["status"]),
 		Digest: labels[LabelDigest], AutoxRevision: RevisionOf(labels)}
 }
 

@@ -2,7 +2,7 @@ package leader
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Metrics are leader election's metrics (README "Monitoring"), registered
+// Metrics are leader election's metrics (docs/operations.md "Monitoring"), registered
 // on the registry they are given.
 type Metrics struct {
 	leading prometheus.Gauge

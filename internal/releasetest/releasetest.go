@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
 
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/format"
@@ -48,9 +50,24 @@ func (r Releases) Wait(name, what string, cond func(*format.Release) bool) *form
 // DeployedAt holds for a deployed release at that revision.
 func DeployedAt(rev int) func(*format.Release) bool {
 	return func(r *format.Release) bool {
-		return r != nil && r.Status == release.StatusDeployed && r.Revision == rev
+		return r != nil && r.Status == common.StatusDeployed && r.Revision == rev
 	}
 }
 
 // Gone holds when there is no release.
 func Gone(r *format.Release) bool { return r == nil }
+
+// Record reads the release record key through store (a Helm driver), as a
+// release of Helm's API v1: what tests then edit and write back by hand.
+func Record(t testing.TB, store driver.Queryor, key string) *release.Release {
+	t.Helper()
+	got, err := store.Get(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, ok := got.(*release.Release)
+	if !ok {
+		t.Fatalf("record %s holds a %T, not a release of Helm's API v1", key, got)
+	}
+	return rel
+}

@@ -4,15 +4,17 @@ import (
 	"context"
 	"fmt"
 	"html/template"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v4/pkg/action"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/kube"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,23 +109,28 @@ func (c *Cluster) Relabel(t testing.TB, namespace, name string, labels map[strin
 }
 
 // InstallUnlabelled installs a chart directory as a release the way a person
-// with `helm install` would: without autox's labels, values {greeting: mine}.
+// with Helm 4's `helm install` would: without autox's labels, values
+// {greeting: mine}, applied server-side and waiting for hooks only (the
+// CLI's defaults).
 func (c *Cluster) InstallUnlabelled(t testing.TB, namespace, name, chartDir string) {
 	t.Helper()
 	in := action.NewInstall(c.helmConfig(t, namespace))
 	in.ReleaseName, in.Namespace = name, namespace
+	in.WaitStrategy = kube.HookOnlyStrategy
 	if _, err := in.Run(loadChart(t, chartDir), map[string]interface{}{"greeting": "mine"}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// TakeOver upgrades a release the way a person taking it over with `helm
-// upgrade --labels` would: a new revision without autox's labels, values
-// {greeting: mine}.
+// TakeOver upgrades a release the way a person taking it over with Helm 4's
+// `helm upgrade --labels` would: a new revision without autox's labels,
+// values {greeting: mine}, applied as the release was last (the CLI's
+// "auto").
 func (c *Cluster) TakeOver(t testing.TB, namespace, name, chartDir string) {
 	t.Helper()
 	up := action.NewUpgrade(c.helmConfig(t, namespace))
 	up.Namespace, up.ResetValues = namespace, true
+	up.WaitStrategy = kube.HookOnlyStrategy
 	up.Labels = map[string]string{format.LabelSpec: "null", format.LabelReleaseSpec: "null", format.LabelInstance: "null",
 		format.LabelObject: "null", format.LabelObjectNamespace: "null", format.LabelDigest: "null", format.LabelRevision: "null"}
 	if _, err := up.Run(name, loadChart(t, chartDir), map[string]interface{}{"greeting": "mine"}); err != nil {
@@ -133,11 +140,11 @@ func (c *Cluster) TakeOver(t testing.TB, namespace, name, chartDir string) {
 
 func (c *Cluster) helmConfig(t testing.TB, namespace string) *action.Configuration {
 	t.Helper()
-	cfg := &action.Configuration{}
+	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler))
 	flags := genericclioptions.NewConfigFlags(false)
 	kc, ns := c.Kubeconfig, namespace
 	flags.KubeConfig, flags.Namespace = &kc, &ns
-	if err := cfg.Init(flags, namespace, "secret", func(string, ...interface{}) {}); err != nil {
+	if err := cfg.Init(flags, namespace, "secret"); err != nil {
 		t.Fatal(err)
 	}
 	return cfg

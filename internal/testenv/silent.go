@@ -1,10 +1,13 @@
 package testenv
 
 import (
+	"context"
 	"crypto/tls"
 	"net"
 	"sync"
 	"sync/atomic"
+	"testing"
+	"time"
 )
 
 // SilentServer accepts connections and never answers, as a chart repository
@@ -98,4 +101,52 @@ func (s *SilentServer) Close() {
 	s.mu.Unlock()
 	s.ln.Close()
 	s.wg.Wait()
+}
+
+// SilentServerFor is a SilentServer for one test, closed when it ends.
+func SilentServerFor(t testing.TB, ca *CA) *SilentServer {
+	t.Helper()
+	s, err := NewSilentServer(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// CancelOnceSent runs call with a context it cancels once s has got a request
+// (after those it had already), and returns call's error. It fails t when
+// call returns before its request reached s.
+func (s *SilentServer) CancelOnceSent(t testing.TB, call func(context.Context) error) error {
+	t.Helper()
+	before := s.Requests()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- call(ctx) }()
+	Eventually(t, 2*time.Minute, "the request reached the silent server", func() (bool, error) {
+		select {
+		case err := <-done:
+			t.Fatalf("the call returned before its request reached the server: %v", err)
+		default:
+		}
+		return s.Requests() > before, nil
+	})
+	cancel()
+	return Receive(t, "the call returned after its context was cancelled", done)
+}
+
+// Receive waits for the error a call sends on done.
+func Receive(t testing.TB, what string, done <-chan error) error {
+	t.Helper()
+	var err error
+	Eventually(t, 2*time.Minute, what, func() (bool, error) {
+		select {
+		case err = <-done:
+			return true, nil
+		default:
+			return false, nil
+		}
+	})
+	return err
 }

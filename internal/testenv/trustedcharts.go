@@ -6,11 +6,12 @@ import (
 	"path/filepath"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/provenance"
-	"helm.sh/helm/v3/pkg/repo"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
+	"helm.sh/helm/v4/pkg/provenance"
+	repo "helm.sh/helm/v4/pkg/repo/v1"
+	"sigs.k8s.io/yaml"
 )
 
 // Charts for the tests of chart.digest and chart.verify: other content
@@ -63,8 +64,22 @@ func NewSigner(name string) (*Signer, error) {
 }
 
 // Sign writes tgz's provenance file, tgz + ".prov", and returns it.
+// As `helm package --sign` does, the signed block holds the chart's
+// metadata and the archive's digest.
 func (s *Signer) Sign(tgz string) ([]byte, error) {
-	prov, err := s.sig.ClearSign(tgz)
+	ch, err := loader.Load(tgz)
+	if err != nil {
+		return nil, err
+	}
+	metadata, err := yaml.Marshal(ch.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	archive, err := os.ReadFile(tgz)
+	if err != nil {
+		return nil, err
+	}
+	prov, err := s.sig.ClearSign(archive, filepath.Base(tgz), metadata)
 	if err != nil {
 		return nil, err
 	}

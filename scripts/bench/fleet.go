@@ -49,7 +49,7 @@ func helmVersion(root string) string {
 		return "?"
 	}
 	for _, l := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "helm.sh/helm/v3" {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "helm.sh/helm/v4" {
 			return f[1]
 		}
 	}

@@ -13,13 +13,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/releaseutil"
-	helmtime "helm.sh/helm/v3/pkg/time"
+	chartcommon "helm.sh/helm/v4/pkg/chart/common"
+	commonutil "helm.sh/helm/v4/pkg/chart/common/util"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/engine"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -170,8 +171,8 @@ func installFloorRelease(ctx context.Context, cs kubernetes.Interface, dyn dynam
 // records the way Helm's secret driver does (JSON, gzip, base64).
 func prepareFloorRelease(ch *chart.Chart, ns string, plan floorPlan, mapper *restmapper.DeferredDiscoveryRESTMapper) (floorRelease, error) {
 	name, vals := plan.name, plan.values
-	opts := chartutil.ReleaseOptions{Name: name, Namespace: ns, Revision: 1, IsInstall: true}
-	toRender, err := chartutil.ToRenderValues(ch, vals, opts, chartutil.DefaultCapabilities)
+	opts := chartcommon.ReleaseOptions{Name: name, Namespace: ns, Revision: 1, IsInstall: true}
+	toRender, err := commonutil.ToRenderValues(ch, vals, opts, chartcommon.DefaultCapabilities)
 	if err != nil {
 		return floorRelease{}, err
 	}
@@ -207,11 +208,11 @@ func prepareFloorRelease(ch *chart.Chart, ns string, plan floorPlan, mapper *res
 	}
 	now := time.Now()
 	rel := &release.Release{Name: name, Namespace: ns, Version: 1, Chart: ch, Config: vals, Manifest: manifest.String(), Labels: plan.labels,
-		Info: &release.Info{FirstDeployed: helmTime(now), LastDeployed: helmTime(now), Status: release.StatusPendingInstall, Description: "Initial install underway"}}
+		Info: &release.Info{FirstDeployed: now, LastDeployed: now, Status: common.StatusPendingInstall, Description: "Initial install underway"}}
 	if out.pending, err = releaseSecret(rel); err != nil {
 		return floorRelease{}, err
 	}
-	rel.Info.Status, rel.Info.Description = release.StatusDeployed, "Install complete"
+	rel.Info.Status, rel.Info.Description = common.StatusDeployed, "Install complete"
 	if out.deployed, err = releaseSecret(rel); err != nil {
 		return floorRelease{}, err
 	}
@@ -255,8 +256,6 @@ func merge(a, b map[string]string) map[string]string {
 	}
 	return out
 }
-
-func helmTime(t time.Time) helmtime.Time { return helmtime.Time{Time: t} }
 
 // seedPlans are the releases autox would install for cfg, with the labels it
 // would write (spec, release spec, instance, digest, revision 1), so that

@@ -115,7 +115,7 @@ func bench(ctx context.Context, o options) error {
 	}
 	helm := filepath.Join(work, "helm")
 	if !o.selector {
-		build := exec.CommandContext(ctx, "go", "build", "-o", helm, "helm.sh/helm/v3/cmd/helm")
+		build := exec.CommandContext(ctx, "go", "build", "-o", helm, "helm.sh/helm/v4/cmd/helm")
 		build.Dir = filepath.Join(root, "scripts", "helmcli")
 		if out, err := build.CombinedOutput(); err != nil {
 			return fmt.Errorf("build helm: %w\n%s", err, out)

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"helm.sh/helm/v3/pkg/chart"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 

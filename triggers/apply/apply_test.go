@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
-	"helm.sh/helm/v3/pkg/chart"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"

@@ -7,11 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"helm.sh/helm/v3/pkg/chart"
-
 	"github.com/autox-dev/autox/config"
-	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/triggers/plan"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 )
 
 // ChartIdentities names the charts release specs point at: a repository
@@ -19,12 +18,12 @@ import (
 // last loaded (re-read only when its file changed), so that a quiet pass can
 // identify every chart without loading one. Safe for concurrent use.
 type ChartIdentities struct {
-	source helmops.ChartSource
+	source chartsource.ChartSource
 	local  chartIDs
 }
 
 // NewChartIdentities loads charts through source.
-func NewChartIdentities(source helmops.ChartSource) *ChartIdentities {
+func NewChartIdentities(source chartsource.ChartSource) *ChartIdentities {
 	return &ChartIdentities{source: source}
 }
 

@@ -18,11 +18,12 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"helm.sh/helm/v3/pkg/chart"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/triggers/plan"
 )
@@ -60,7 +61,7 @@ type Options struct {
 	// Sources reads the Secrets and ConfigMaps of valuesFrom entries; nil
 	// fails every release spec that has some.
 	Sources ValuesSources
-	Charts  helmops.ChartSource
+	Charts  chartsource.ChartSource
 	// Attempts reads the failed attempts recorded for release specs with
 	// remediation retries; nil fails every such release spec.
 	Attempts AttemptReader

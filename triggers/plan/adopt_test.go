@@ -5,9 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/release"
-
 	"github.com/autox-dev/autox/internal/format"
+	"helm.sh/helm/v4/pkg/release/common"
 )
 
 // TestAdopterOf: a release is handed over when its owner left the config and
@@ -126,7 +125,7 @@ func TestReplacements(t *testing.T) {
 		}), "-"},
 		{"moved, the new place holds its failed release: the old one stays", observation(func(o *Observation) {
 			o.Current = []*format.Release{with(deployed("a"), moved), with(deployed("a"), func(r *format.Release) {
-				r.Status, r.LastDeployedRevision = release.StatusFailed, 0
+				r.Status, r.LastDeployedRevision = common.StatusFailed, 0
 			})}
 		}), "-"},
 		{"moved, the new one deployed in sync: removed", observation(func(o *Observation) {

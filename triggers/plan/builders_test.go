@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
-
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/format"
+	"helm.sh/helm/v4/pkg/release/common"
 )
 
 var planNow = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -39,7 +38,7 @@ func deployed(id string) *format.Release {
 	spec := planSpec()
 	rs := spec.ReleaseSpecs[id]
 	chart := map[string][2]string{"a": {"hello", "1.0.0"}, "b": {"job", "0.1.0"}}[id]
-	return &format.Release{Record: format.Record{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "web", ReleaseSpec: id, Instance: "autox", Revision: 2, Status: release.StatusDeployed},
+	return &format.Release{Record: format.Record{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "web", ReleaseSpec: id, Instance: "autox", Revision: 2, Status: common.StatusDeployed},
 		ChartName: chart[0], ChartVersion: chart[1], Values: DesiredValues(rs, spec.Trigger, labelled.Labels), Modified: planNow.Add(-time.Hour), LastDeployedRevision: 2}
 }
 
@@ -147,7 +146,7 @@ func objectRelease(t *testing.T, cfg *config.Config, obj format.Object, trig Tri
 		t.Fatal(err)
 	}
 	rs := spec.ReleaseSpecs["job"]
-	return &format.Release{Record: format.Record{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "exp", ReleaseSpec: "job", Instance: "autox", ObjectNamespace: obj.Namespace, ObjectName: format.ObjectLabel(obj.Name), Revision: 1, Status: release.StatusDeployed},
+	return &format.Release{Record: format.Record{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "exp", ReleaseSpec: "job", Instance: "autox", ObjectNamespace: obj.Namespace, ObjectName: format.ObjectLabel(obj.Name), Revision: 1, Status: common.StatusDeployed},
 		ChartName: "hello", ChartVersion: "1.0.0", Values: DesiredValues(rs, spec.Trigger, trig.Labels), Modified: planNow, LastDeployedRevision: 1}
 }
 
@@ -211,7 +210,7 @@ func namedRelease(t *testing.T, cfg *config.Config, trig TriggerRead) *format.Re
 	t.Helper()
 	spec := cfg.Specs["web"]
 	rs := spec.ReleaseSpecs["a"]
-	return &format.Release{Record: format.Record{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "web", ReleaseSpec: "a", Instance: "autox", Revision: 1, Status: release.StatusDeployed},
+	return &format.Release{Record: format.Record{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "web", ReleaseSpec: "a", Instance: "autox", Revision: 1, Status: common.StatusDeployed},
 		ChartName: "hello", ChartVersion: "1.0.0", Values: DesiredValues(rs, spec.Trigger, trig.Labels), Modified: planNow, LastDeployedRevision: 1}
 }
 

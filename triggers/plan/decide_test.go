@@ -7,10 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
-
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/format"
+	"helm.sh/helm/v4/pkg/release/common"
 )
 
 // Builders of the policy decisions: a release spec's policies (policy), a
@@ -30,13 +29,13 @@ func remediation(retries int, onFailure string) func(rs *config.ReleaseSpec) {
 // failedUpgrade is web-a's revision 3, failed, after revision 2 was deployed.
 func failedUpgrade() *format.Release {
 	return with(deployed("a"), func(r *format.Release) {
-		r.Status, r.Revision, r.DeployedBefore, r.LastDeployedRevision = release.StatusFailed, 3, true, 2
+		r.Status, r.Revision, r.DeployedBefore, r.LastDeployedRevision = common.StatusFailed, 3, true, 2
 	})
 }
 
 // failedInstall is web-a's revision 1, failed, never deployed.
 func failedInstall() *format.Release {
-	return with(deployed("a"), func(r *format.Release) { r.Status, r.Revision, r.LastDeployedRevision = release.StatusFailed, 1, 0 })
+	return with(deployed("a"), func(r *format.Release) { r.Status, r.Revision, r.LastDeployedRevision = common.StatusFailed, 1, 0 })
 }
 
 // recorded is o with failures recorded for release spec id, for what o's
@@ -106,7 +105,7 @@ func TestDecidePolicies(t *testing.T) {
 			with(deployed("a"), func(r *format.Release) { r.ReleaseSpec, r.Name = "gone", "web-gone" }), deployed("a"), deployed("b")))),
 			[]want{{"suspended", "web-gone", "uninstall", "release spec removed from config"}, {"suspended", "web-a", "unchanged", ""}, {"suspended", "web-b", "unchanged", ""}}, nil},
 		{"a suspended spec leaves a stale release locked", observation(all(suspendSpec, current(
-			with(deployed("a"), func(r *format.Release) { r.Status, r.Revision = release.StatusPendingUpgrade, 3 }), deployed("b")))),
+			with(deployed("a"), func(r *format.Release) { r.Status, r.Revision = common.StatusPendingUpgrade, 3 }), deployed("b")))),
 			[]want{{"suspended", "web-a", "rollback", "left pending-upgrade"}, {"suspended", "web-b", "unchanged", ""}}, nil},
 		{"a suspended release spec only holds itself", observation(all(policy("b", func(rs *config.ReleaseSpec) { rs.Suspend = true }), bothDeployed, newLabel)),
 			[]want{{"upgrade", "web-a", "", "values changed"}, {"suspended", "web-b", "reinstall", "release spec suspended; otherwise: reinstall"}}, nil},
@@ -144,12 +143,12 @@ func TestDecidePolicies(t *testing.T) {
 		// Timeout: the unlock age.
 		{"a short timeout makes a pending upgrade stale sooner", observation(all(policy("a", func(rs *config.ReleaseSpec) { rs.Timeout = "1m" }), current(
 			with(deployed("a"), func(r *format.Release) {
-				r.Status, r.Revision, r.Modified = release.StatusPendingUpgrade, 3, planNow.Add(-2*time.Minute)
+				r.Status, r.Revision, r.Modified = common.StatusPendingUpgrade, 3, planNow.Add(-2*time.Minute)
 			}), deployed("b")))),
 			[]want{{"rollback", "web-a", "", "left pending-upgrade for 2m0s"}, {"unchanged", "web-b", "", ""}}, nil},
 		{"by default the same pending upgrade is young", observation(current(
 			with(deployed("a"), func(r *format.Release) {
-				r.Status, r.Revision, r.Modified = release.StatusPendingUpgrade, 3, planNow.Add(-2*time.Minute)
+				r.Status, r.Revision, r.Modified = common.StatusPendingUpgrade, 3, planNow.Add(-2*time.Minute)
 			}), deployed("b"))),
 			[]want{{"wait", "web-a", "", "pending-upgrade since 2m0s"}, {"unchanged", "web-b", "", ""}}, nil},
 
@@ -173,7 +172,7 @@ func TestDecidePolicies(t *testing.T) {
 			[]want{{"install", "web-a", "", ""}, {"install", "web-b", "", ""}}, nil},
 		{"a dependency in sync: no wait", observation(all(bDependsOnA, current(deployed("a")))),
 			[]want{{"unchanged", "web-a", "", ""}, {"install", "web-b", "", ""}}, nil},
-		{"a dependency locked: wait", observation(all(bDependsOnA, current(with(deployed("a"), func(r *format.Release) { r.Status, r.Modified = release.StatusPendingInstall, planNow })))),
+		{"a dependency locked: wait", observation(all(bDependsOnA, current(with(deployed("a"), func(r *format.Release) { r.Status, r.Modified = common.StatusPendingInstall, planNow })))),
 			[]want{{"wait", "web-a", "", "pending-install"}, {"wait", "web-b", "install", "waits for release spec a: release ns/web-a is not deployed: wait"}}, nil},
 		{"a dependency that cannot be decided: wait", observation(all(bDependsOnA, func(o *Observation) {
 			o.ReleaseSpecs["a"] = ReleaseSpecObservation{Err: errors.New("cannot load chart")}

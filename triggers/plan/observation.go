@@ -3,7 +3,7 @@ package plan
 import (
 	"time"
 
-	"helm.sh/helm/v3/pkg/chart"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/autox-dev/autox/config"

@@ -5,10 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/release"
-
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/format"
+	"helm.sh/helm/v4/pkg/release/common"
 )
 
 // TestPlan decides one spec from observations alone: no cluster, no clock.
@@ -71,10 +70,10 @@ func TestDecide(t *testing.T) {
 			o.ReleaseSpecs["b"] = ReleaseSpecObservation{Err: errors.New("cannot load chart")}
 		}), []want{{"install", "web-a", "trigger labelled, release not found"}}, []string{"b"}},
 		{"a young pending upgrade waits", observation(func(o *Observation) {
-			o.Current = []*format.Release{with(deployed("a"), func(r *format.Release) { r.Status, r.Modified, r.Revision = release.StatusPendingUpgrade, planNow, 3 }), deployed("b")}
+			o.Current = []*format.Release{with(deployed("a"), func(r *format.Release) { r.Status, r.Modified, r.Revision = common.StatusPendingUpgrade, planNow, 3 }), deployed("b")}
 		}), []want{{"wait", "web-a", "pending-upgrade"}, {"unchanged", "web-b", "chart and values match"}}, nil},
 		{"a stale pending upgrade rolls back", observation(func(o *Observation) {
-			o.Current = []*format.Release{with(deployed("a"), func(r *format.Release) { r.Status, r.Revision = release.StatusPendingUpgrade, 3 }), deployed("b")}
+			o.Current = []*format.Release{with(deployed("a"), func(r *format.Release) { r.Status, r.Revision = common.StatusPendingUpgrade, 3 }), deployed("b")}
 		}), []want{{"rollback", "web-a", "left pending-upgrade"}, {"unchanged", "web-b", "chart and values match"}}, nil},
 		{"release spec id renamed: adopted, not removed", observation(func(o *Observation) {
 			o.Current = []*format.Release{with(deployed("a"), func(r *format.Release) { r.ReleaseSpec = "was-a" }), deployed("b")}
@@ -112,7 +111,7 @@ func TestDecide(t *testing.T) {
 			o.InForce = inForce(map[string]*config.Spec{"one": planSpec(), "two": planSpec()})
 		}), []want{{"uninstall", "web-a", "spec removed from config"}}, nil},
 		{"a failed release never deployed is reinstalled", observation(func(o *Observation) {
-			o.Current = []*format.Release{with(deployed("a"), func(r *format.Release) { r.Status, r.Revision, r.LastDeployedRevision = release.StatusFailed, 1, 0 }), deployed("b")}
+			o.Current = []*format.Release{with(deployed("a"), func(r *format.Release) { r.Status, r.Revision, r.LastDeployedRevision = common.StatusFailed, 1, 0 }), deployed("b")}
 		}), []want{{"reinstall", "web-a", "none was deployed"}, {"unchanged", "web-b", "chart and values match"}}, nil},
 	}
 	for _, tc := range cases {

@@ -42,6 +42,11 @@ type Retries struct {
 // policies an operation runs with. A new fingerprint is a new start: the
 // failures of another one do not count. It is autox's own bookkeeping,
 // not part of the release format.
+//
+// serverSideApply counts when set: an operation applied the other way is
+// another attempt (a conflict that failed server-side may pass client-side).
+// It is added only when set, so that the fingerprints of release specs
+// without it, and the failures recorded for them, stay as they were.
 func Fingerprint(digest string, rs *config.ReleaseSpec) string {
 	how, _ := json.Marshal(struct {
 		Timeout             string
@@ -49,6 +54,9 @@ func Fingerprint(digest string, rs *config.ReleaseSpec) string {
 		CRDs                string
 		Remediation         *config.Remediation
 	}{rs.Timeout, rs.Wait, rs.WaitForJobs, rs.DisableHooks, rs.CRDs, rs.Remediation})
+	if rs.ServerSideApply != nil {
+		how = append(how, fmt.Sprintf("\nserverSideApply=%t", *rs.ServerSideApply)...)
+	}
 	sum := sha256.Sum256([]byte(digest + "\n" + string(how)))
 	return hex.EncodeToString(sum[:16])
 }

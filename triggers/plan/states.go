@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
-
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/format"
+	"helm.sh/helm/v4/pkg/release/common"
 )
 
 // TriggerState is what the live read of a trigger object found. A read error
@@ -169,7 +168,7 @@ func ClassifyRelease(rel *format.Release, owner format.Owner, want *Desired, now
 		return ReleaseConflict, fmt.Sprintf("a release of this name belongs to object %s/%s of this spec", rel.ObjectNamespace, rel.ObjectName), nil
 	}
 	switch {
-	case rel.Status.IsPending() || rel.Status == release.StatusUninstalling:
+	case rel.Status.IsPending() || rel.Status == common.StatusUninstalling:
 		if rel.Modified.IsZero() {
 			return ReleaseLocked, fmt.Sprintf("release is %s and when its record was last written is unknown", rel.Status), nil
 		}
@@ -178,11 +177,11 @@ func ClassifyRelease(rel *format.Release, owner format.Owner, want *Desired, now
 			return ReleaseLocked, fmt.Sprintf("release is %s since %s", rel.Status, age.Round(time.Second)), nil
 		}
 		reason := fmt.Sprintf("release left %s for %s", rel.Status, age.Round(time.Second))
-		if rel.Status == release.StatusPendingInstall || rel.Status == release.StatusUninstalling || rel.LastDeployedRevision == 0 {
+		if rel.Status == common.StatusPendingInstall || rel.Status == common.StatusUninstalling || rel.LastDeployedRevision == 0 {
 			return ReleaseStaleInstall, reason, nil
 		}
 		return ReleaseStaleUpgrade, reason, nil
-	case rel.Status != release.StatusDeployed:
+	case rel.Status != common.StatusDeployed:
 		// failed, and statuses a healthy release never ends on (unknown,
 		// superseded, uninstalled): repair it the way a failure is repaired.
 		if rel.DeployedBefore {

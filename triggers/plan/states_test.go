@@ -5,10 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
-
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/format"
+	"helm.sh/helm/v4/pkg/release/common"
 )
 
 // TestDecideTable covers every (trigger state × release state × onChange) pair.
@@ -74,7 +73,7 @@ func TestClassifyRelease(t *testing.T) {
 	stale := 5*time.Minute + 30*time.Second
 	want := &Desired{ChartName: "hello", ChartVersion: "0.1.0", Values: map[string]interface{}{"a": 1}}
 	rel := func(mut func(r *format.Release)) *format.Release {
-		r := &format.Release{Record: format.Record{Name: "s-r", Namespace: "default", Spec: "s", ReleaseSpec: "r", Revision: 3, Status: release.StatusDeployed, Instance: "autox"},
+		r := &format.Release{Record: format.Record{Name: "s-r", Namespace: "default", Spec: "s", ReleaseSpec: "r", Revision: 3, Status: common.StatusDeployed, Instance: "autox"},
 			ChartName: "hello", ChartVersion: "0.1.0", Values: map[string]interface{}{"a": 1.0}, Modified: now.Add(-time.Hour), Updated: now.Add(-2 * time.Hour), DeployedBefore: true, LastDeployedRevision: 3}
 		if mut != nil {
 			mut(r)
@@ -96,20 +95,20 @@ func TestClassifyRelease(t *testing.T) {
 		{"no want", rel(func(r *format.Release) { r.Values = nil }), nil, ReleaseInSync, "deployed"},
 		{"chart version", rel(func(r *format.Release) { r.ChartVersion = "0.0.9" }), want, ReleaseOutOfSync, "chart hello 0.0.9 -> hello 0.1.0"},
 		{"values", rel(func(r *format.Release) { r.Values = map[string]interface{}{"a": 2} }), want, ReleaseOutOfSync, "values changed: .a"},
-		{"failed after deployed", rel(func(r *format.Release) { r.Status = release.StatusFailed }), want, ReleaseFailedAfterDeployed, "failed"},
-		{"failed never deployed", rel(func(r *format.Release) { r.Status, r.DeployedBefore = release.StatusFailed, false }), want, ReleaseFailedNeverDeployed, "none was deployed"},
+		{"failed after deployed", rel(func(r *format.Release) { r.Status = common.StatusFailed }), want, ReleaseFailedAfterDeployed, "failed"},
+		{"failed never deployed", rel(func(r *format.Release) { r.Status, r.DeployedBefore = common.StatusFailed, false }), want, ReleaseFailedNeverDeployed, "none was deployed"},
 		{"pending young", rel(func(r *format.Release) {
-			r.Status, r.Modified = release.StatusPendingUpgrade, now.Add(-stale+time.Second)
+			r.Status, r.Modified = common.StatusPendingUpgrade, now.Add(-stale+time.Second)
 		}), want, ReleaseLocked, "pending-upgrade"},
-		{"pending upgrade stale", rel(func(r *format.Release) { r.Status = release.StatusPendingUpgrade }), want, ReleaseStaleUpgrade, "left pending-upgrade"},
-		{"pending rollback stale", rel(func(r *format.Release) { r.Status = release.StatusPendingRollback }), want, ReleaseStaleUpgrade, "left pending-rollback"},
-		{"pending upgrade stale never deployed", rel(func(r *format.Release) { r.Status, r.LastDeployedRevision = release.StatusPendingUpgrade, 0 }), want, ReleaseStaleInstall, "left"},
-		{"pending install stale", rel(func(r *format.Release) { r.Status = release.StatusPendingInstall }), want, ReleaseStaleInstall, "left pending-install"},
-		{"uninstalling stale", rel(func(r *format.Release) { r.Status = release.StatusUninstalling }), want, ReleaseStaleInstall, "left uninstalling"},
-		{"uninstalling young", rel(func(r *format.Release) { r.Status, r.Modified = release.StatusUninstalling, now }), want, ReleaseLocked, "uninstalling"},
-		{"uninstalling, last written unknown", rel(func(r *format.Release) { r.Status, r.Modified = release.StatusUninstalling, time.Time{} }), want, ReleaseLocked, "unknown"},
+		{"pending upgrade stale", rel(func(r *format.Release) { r.Status = common.StatusPendingUpgrade }), want, ReleaseStaleUpgrade, "left pending-upgrade"},
+		{"pending rollback stale", rel(func(r *format.Release) { r.Status = common.StatusPendingRollback }), want, ReleaseStaleUpgrade, "left pending-rollback"},
+		{"pending upgrade stale never deployed", rel(func(r *format.Release) { r.Status, r.LastDeployedRevision = common.StatusPendingUpgrade, 0 }), want, ReleaseStaleInstall, "left"},
+		{"pending install stale", rel(func(r *format.Release) { r.Status = common.StatusPendingInstall }), want, ReleaseStaleInstall, "left pending-install"},
+		{"uninstalling stale", rel(func(r *format.Release) { r.Status = common.StatusUninstalling }), want, ReleaseStaleInstall, "left uninstalling"},
+		{"uninstalling young", rel(func(r *format.Release) { r.Status, r.Modified = common.StatusUninstalling, now }), want, ReleaseLocked, "uninstalling"},
+		{"uninstalling, last written unknown", rel(func(r *format.Release) { r.Status, r.Modified = common.StatusUninstalling, time.Time{} }), want, ReleaseLocked, "unknown"},
 		{"pending, deployed long ago, record written just now", rel(func(r *format.Release) {
-			r.Status, r.Modified, r.Updated = release.StatusPendingUpgrade, now, now.Add(-24*time.Hour)
+			r.Status, r.Modified, r.Updated = common.StatusPendingUpgrade, now, now.Add(-24*time.Hour)
 		}), want, ReleaseLocked, "pending-upgrade"},
 		{"another instance's release", rel(func(r *format.Release) { r.Instance = "team-b" }), want, ReleaseConflict, `instance "team-b"`},
 	}

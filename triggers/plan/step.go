@@ -3,7 +3,7 @@ package plan
 import (
 	"encoding/json"
 
-	"helm.sh/helm/v3/pkg/chart"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/autox-dev/autox/config"
@@ -153,11 +153,13 @@ func (s Step) MarshalJSON() ([]byte, error) {
 		MaxHistory   int          `json:"maxHistory,omitempty"`
 		DependsOn    []string     `json:"dependsOn,omitempty"`
 		Remediation  *remediation `json:"remediation,omitempty"`
+		// ServerSideApply is shown when the release spec (or its spec) sets it.
+		ServerSideApply *bool `json:"serverSideApply,omitempty"`
 	}
 	var shown *policies
 	if rs := s.Policy.Written(); rs != nil {
 		p := policies{Timeout: rs.Timeout, Wait: rs.Wait, WaitForJobs: rs.WaitForJobs, DisableHooks: rs.DisableHooks,
-			CRDs: rs.CRDs, MaxHistory: rs.MaxHistory, DependsOn: rs.DependsOn}
+			CRDs: rs.CRDs, MaxHistory: rs.MaxHistory, DependsOn: rs.DependsOn, ServerSideApply: rs.ServerSideApply}
 		if retries, limited := s.Policy.Retries(); limited {
 			p.Remediation = &remediation{Retries: retries, OnFailure: s.Policy.Remediation.OnFailure}
 			if s.Retries != nil {
@@ -165,7 +167,7 @@ func (s Step) MarshalJSON() ([]byte, error) {
 			}
 		}
 		if p.Timeout != "" || p.Wait || p.WaitForJobs || p.DisableHooks || p.CRDs != "" || p.MaxHistory != 0 ||
-			len(p.DependsOn) != 0 || p.Remediation != nil {
+			len(p.DependsOn) != 0 || p.Remediation != nil || p.ServerSideApply != nil {
 			shown = &p
 		}
 	}

@@ -1,4 +1,8 @@
-package helmops
+// Package chartsource loads the charts release specs name: local directories
+// and archives, http(s) chart repositories and OCI registries, through one
+// disk cache, with the pins and provenance checks of DESIGN §2. It fetches
+// and checks; it touches no cluster and runs no Helm action.
+package chartsource
 
 import (
 	"bytes"
@@ -9,10 +13,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
-
 	"github.com/autox-dev/autox/config"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
 )
 
 // ChartSource loads the chart a release spec names. Each call returns a fresh

@@ -1,4 +1,4 @@
-package helmops
+package chartsource
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"helm.sh/helm/v3/pkg/registry"
+	"helm.sh/helm/v4/pkg/registry"
 
 	"github.com/autox-dev/autox/config"
 )

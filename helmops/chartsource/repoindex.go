@@ -1,4 +1,4 @@
-package helmops
+package chartsource
 
 import (
 	"context"
@@ -17,9 +17,8 @@ import (
 	"strings"
 	"time"
 
-	"helm.sh/helm/v3/pkg/repo"
-
 	"github.com/autox-dev/autox/config"
+	repo "helm.sh/helm/v4/pkg/repo/v1"
 )
 
 // The ChartCache's http(s) Helm repositories: the index (fetched, parsed,
@@ -274,7 +273,7 @@ func (c *ChartCache) get(ctx context.Context, u string, entry *repo.Entry, sendA
 // SSL_CERT_FILE) is extended by the entry's caFile.
 func httpClient(entry *repo.Entry) (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: entry.InsecureSkipTLSverify} //nolint:gosec // the user's explicit choice
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: entry.InsecureSkipTLSVerify} //nolint:gosec // the user's explicit choice
 	if entry.CAFile != "" {
 		pool, err := x509.SystemCertPool()
 		if err != nil || pool == nil {

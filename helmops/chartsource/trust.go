@@ -1,4 +1,4 @@
-package helmops
+package chartsource
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"helm.sh/helm/v3/pkg/provenance"
+	"helm.sh/helm/v4/pkg/provenance"
 
 	"github.com/autox-dev/autox/config"
 )
@@ -80,17 +80,17 @@ func (k Keyrings) verify(ctx context.Context, ref config.Chart, a archive) error
 		return fmt.Errorf("cannot verify chart %s: %w", a.where, err)
 	}
 	defer os.RemoveAll(dir)
-	chartPath, provPath, ringPath := filepath.Join(dir, a.name), filepath.Join(dir, a.name+".prov"), filepath.Join(dir, "keyring.gpg")
-	for path, data := range map[string][]byte{chartPath: a.data, provPath: a.prov, ringPath: ring} {
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			return fmt.Errorf("cannot verify chart %s: %w", a.where, err)
-		}
+	// Helm reads a keyring (binary, armored or a GnuPG keybox) from a file
+	// only; chart and provenance file are verified in memory.
+	ringPath := filepath.Join(dir, "keyring.gpg")
+	if err := os.WriteFile(ringPath, ring, 0o600); err != nil {
+		return fmt.Errorf("cannot verify chart %s: %w", a.where, err)
 	}
 	sig, err := provenance.NewFromKeyring(ringPath, "")
 	if err != nil {
 		return fmt.Errorf("cannot verify chart %s: cannot read the keyring %s: %w; nothing was changed", a.where, source, err)
 	}
-	if _, err := sig.Verify(chartPath, provPath); err != nil {
+	if _, err := sig.Verify(a.data, a.prov, a.name); err != nil {
 		return fmt.Errorf("chart %s fails verification with the keyring %s: %w; nothing was changed", a.where, source, err)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package helmops
+package chartsource
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package helmops
+package chartsource
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"helm.sh/helm/v3/pkg/chart"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/testenv"
