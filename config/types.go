@@ -61,7 +61,7 @@ type Spec struct {
 	// (see RunsAs).
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 	// Suspend freezes the spec: autox makes no Helm write for any of its
-	// releases, whatever its trigger does, and keeps reporting (policies.go).
+	// releases, whatever its trigger does, and keeps reporting (releasepolicy.go).
 	Suspend bool `json:"suspend,omitempty"`
 	// ServerSideApply is the default of its release specs' ServerSideApply.
 	ServerSideApply *bool `json:"serverSideApply,omitempty"`
@@ -115,7 +115,7 @@ type ReleaseSpec struct {
 	// the spec's (see RunsAs).
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 
-	// The release policies (policies.go): how autox runs the release's Helm
+	// The release policies (releasepolicy.go): how autox runs the release's Helm
 	// operations. None of them is part of the release format: they are in
 	// neither the digest nor the injected values, so changing one writes
 	// nothing by itself.

@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -114,4 +116,28 @@ specs:
 	}
 	p.Stop(patience)
 	q.Stop(patience)
+}
+
+// TestPlanShowsInstallsHeldForTheRecord: an install waits until its
+// namespace is in the record of managed namespaces, and plan says so where
+// run would hold it: with a record it cannot read (here a ConfigMap of its
+// name that autox did not write), the install is a wait that names the
+// namespace and the record, and the plan is incomplete.
+func TestPlanShowsInstallsHeldForTheRecord(t *testing.T) {
+	e := newEnv(t)
+	e.Deployment("web", version("1.0.0"))
+	if _, err := cluster.Client.CoreV1().ConfigMaps(e.NS).Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "autox-namespaces-autox"}, Data: map[string]string{"namespaces": e.NS + "\n"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := e.cliStdout(1, "plan", "--config", e.WriteConfig(oneSpec), "--leader-election-namespace", e.NS, "-o", "json")
+	var steps []struct{ Action, Pending, Release, Reason string }
+	if err := json.Unmarshal([]byte(out), &steps); err != nil {
+		t.Fatalf("plan -o json: %v\n%s", err, out)
+	}
+	if len(steps) != 1 || steps[0].Action != "wait" || steps[0].Pending != "install" ||
+		!strings.Contains(steps[0].Reason, "namespace "+e.NS+" is not recorded in ConfigMap "+e.NS+"/autox-namespaces-autox") ||
+		!strings.Contains(steps[0].Reason, "is not the record of autox instance") {
+		t.Errorf("plan with an unreadable record: %s", out)
+	}
 }

@@ -12,6 +12,8 @@ import (
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
+
+	"github.com/autox-dev/autox/config"
 )
 
 // TestHelm3RecordDecodes: a record Helm 3's secret driver wrote (v3.22.0,
@@ -37,7 +39,7 @@ func TestHelm3RecordDecodes(t *testing.T) {
 	if len(rel.Hooks) != 1 || rel.Hooks[0].LastRun.Phase != release.HookPhaseSucceeded || !rel.Hooks[0].LastRun.StartedAt.IsZero() {
 		t.Fatalf("its hook reads as %+v", rel.Hooks)
 	}
-	if serverSide(Policy{}, rel.ApplyMethod) {
+	if serverSide(config.Policy{}, rel.ApplyMethod) {
 		t.Error("an upgrade of a release Helm 3 wrote would apply server-side")
 	}
 }

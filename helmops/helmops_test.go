@@ -88,13 +88,13 @@ func newManager(t *testing.T, driver string) *Manager {
 	return m
 }
 
-func desired(t *testing.T, ns, name, chartPath string, values map[string]interface{}) Desired {
+func desired(t *testing.T, ns, name, chartPath string, values map[string]interface{}) Target {
 	t.Helper()
 	ch, err := chartsource.LocalCharts{}.Load(context.Background(), config.Chart{Path: chartPath}, chartsDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Desired{Spec: "spec", ReleaseSpec: "rs", Name: name, Namespace: ns, Chart: ch, Values: values}
+	return Target{Spec: "spec", ReleaseSpec: "rs", Name: name, Namespace: ns, Chart: ch, Values: values}
 }
 
 func TestLifecycle(t *testing.T) {

@@ -85,7 +85,7 @@ func caughtUp(t *testing.T, ix *RecordIndex, namespace string) {
 			return false, nil
 		}
 		var held []string
-		for _, o := range ri.inf.GetStore().List() {
+		for _, o := range ri.Indexer().List() {
 			m := o.(*metav1.PartialObjectMetadata)
 			held = append(held, m.Name+"@"+m.ResourceVersion)
 		}

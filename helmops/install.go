@@ -15,8 +15,9 @@ import (
 	"github.com/autox-dev/autox/internal/redact"
 )
 
-// Desired is one release as a release spec wants it.
-type Desired struct {
+// Target is the release an install, upgrade or reinstall makes: what a
+// plan step desires, with its chart loaded for this operation.
+type Target struct {
 	Spec        string
 	ReleaseSpec string
 	// Object is the selector spec's object the release serves; zero for a named spec.
@@ -39,13 +40,13 @@ type Desired struct {
 	// running release's, since an error may quote either.
 	Redact *redact.Redactor
 	// Policy is how the operation runs (timeout, wait, hooks, CRDs, history).
-	Policy Policy
+	Policy config.Policy
 }
 
 // newInstall returns Helm's install action for d, shared by Install and the
 // dry run of Reinstall so that what is validated is what is installed;
 // complete as for actionConfigFor.
-func (m *Manager) newInstall(ctx context.Context, d Desired, complete bool) (*action.Install, *action.Configuration, error) {
+func (m *Manager) newInstall(ctx context.Context, d Target, complete bool) (*action.Install, *action.Configuration, error) {
 	cfg, err := m.actionConfigFor(ctx, d.Namespace, d.Redact, complete)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot install release %s/%s: %w", d.Namespace, d.Name, err)
@@ -66,12 +67,12 @@ func (m *Manager) newInstall(ctx context.Context, d Desired, complete bool) (*ac
 // release failed while its install goroutine still reads that release — a
 // data race inside Helm — and writes that record during a stop. A new
 // release deletes nothing: it is installed while discovery is partial.
-func (m *Manager) Install(ctx context.Context, d Desired) (int, error) {
+func (m *Manager) Install(ctx context.Context, d Target) (int, error) {
 	return m.install(ctx, d, false)
 }
 
 // install is Install; complete as for actionConfigFor.
-func (m *Manager) install(ctx context.Context, d Desired, complete bool) (int, error) {
+func (m *Manager) install(ctx context.Context, d Target, complete bool) (int, error) {
 	if err := notStarted(ctx, "install", d.Namespace, d.Name); err != nil {
 		return 0, err
 	}
@@ -131,7 +132,7 @@ func (s *seenFree) Query(labels map[string]string) ([]helmrelease.Releaser, erro
 
 // releaseLabels are the Helm release labels an operation of m writes for d
 // (the release format's ReleaseLabels, with m's instance).
-func (m *Manager) releaseLabels(d Desired, revision int) map[string]string {
+func (m *Manager) releaseLabels(d Target, revision int) map[string]string {
 	return format.ReleaseLabels(format.Owner{Spec: d.Spec, ReleaseSpec: d.ReleaseSpec, Instance: m.opts.Instance, Object: d.Object},
 		d.Digest, revision)
 }

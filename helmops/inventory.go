@@ -106,12 +106,7 @@ func (inv *Inventory) records(ns string, records []map[string]string) []format.R
 		if format.InstanceOf(l) != inv.instance {
 			continue // not autox's, or another instance's
 		}
-		autoxRev, _ := strconv.Atoi(l[format.LabelRevision])
-		out = append(out, format.Record{
-			Name: name, Namespace: ns, Spec: l[format.LabelSpec], ReleaseSpec: l[format.LabelReleaseSpec], Instance: inv.instance,
-			ObjectNamespace: l[format.LabelObjectNamespace], ObjectName: l[format.LabelObject],
-			Revision: r.number, Status: l["status"], Digest: l[format.LabelDigest], AutoxRevision: autoxRev,
-		})
+		out = append(out, format.RecordOf(name, ns, r.number, l))
 	}
 	return out
 }

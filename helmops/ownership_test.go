@@ -163,7 +163,7 @@ func TestNewestRevisionDecidesOwnership(t *testing.T) {
 			sameReads(t, m, indexed, ix, counter, ns, []string{"spec", "other"}, nil, []string{"r"})
 			if len(recs) != 0 != tc.managed {
 				t.Errorf("Inventory.Managed = %+v; want the release: %v", recs, tc.managed)
-			} else if tc.managed && (recs[0].Revision != newest || recs[0].Spec != looked.Spec || recs[0].Status != looked.Status.String()) {
+			} else if tc.managed && (recs[0].Revision != newest || recs[0].Spec != looked.Spec || string(recs[0].Status) != looked.Status.String()) {
 				t.Errorf("Inventory.Managed = %+v; Lookup = %+v", recs[0], looked)
 			}
 		})
@@ -247,7 +247,7 @@ func TestDeployedValues(t *testing.T) {
 	m := newManager(t, DriverSecret)
 	ns := cluster.Namespace(t)
 	first := map[string]interface{}{"label": "first"}
-	label := func(v string) Desired { return desired(t, ns, "r", "charts/label", map[string]interface{}{"label": v}) }
+	label := func(v string) Target { return desired(t, ns, "r", "charts/label", map[string]interface{}{"label": v}) }
 	readers := map[string]func() *format.Release{
 		"Lookup": func() *format.Release {
 			r, err := m.Lookup(ctx, ns, "r")

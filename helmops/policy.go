@@ -12,40 +12,21 @@ import (
 	"github.com/autox-dev/autox/config"
 )
 
-// Policy is how one operation runs, from its release spec's policies
-// (DESIGN §3). The zero Policy runs it as autox always has: the Manager's
-// Timeout and MaxHistory, no wait for readiness, hooks on, Helm's own
+// How a release policy (config.Policy, DESIGN §3) sets Helm's actions up.
+// The zero Policy runs an operation as autox always has: the Manager's
+// Timeout and MaxHistory, no wait for readiness, hooks on, and Helm's own
 // handling of the chart's crds/ directory (created on install, left alone
 // on upgrade), and client-side apply unless the release was last written
 // server-side.
-type Policy struct {
-	// Timeout bounds Helm's waits and hooks; 0 means the Manager's.
-	Timeout time.Duration
-	// Wait makes Helm wait until the release's objects are ready (and
-	// WaitForJobs until its Jobs completed) before the release counts as
-	// deployed; failing that within Timeout, the revision is failed.
-	Wait, WaitForJobs bool
-	// DisableHooks skips the chart's hooks.
-	DisableHooks bool
-	// CRDs is config.CRDsSkip, CRDsCreate, CRDsCreateReplace or "" (Helm's).
-	CRDs string
-	// MaxHistory bounds the revisions kept; 0 means the Manager's.
-	MaxHistory int
-	// ServerSideApply, when set, says whether installs, upgrades and
-	// rollbacks apply server-side (conflicts then forced: the config is the
-	// desired state) or client-side; nil: installs client-side, upgrades and
-	// rollbacks as the release's record says (serverSide).
-	ServerSideApply *bool
-}
 
-func (m *Manager) timeout(p Policy) time.Duration {
+func (m *Manager) timeout(p config.Policy) time.Duration {
 	if p.Timeout > 0 {
 		return p.Timeout
 	}
 	return m.opts.Timeout
 }
 
-func (m *Manager) maxHistory(p Policy) int {
+func (m *Manager) maxHistory(p config.Policy) int {
 	if p.MaxHistory > 0 {
 		return p.MaxHistory
 	}
@@ -54,7 +35,7 @@ func (m *Manager) maxHistory(p Policy) int {
 
 // waitStrategy is the kube.WaitStrategy of every action of p, never empty:
 // Helm 4 fails an action with an empty one after it has written (waiter.go).
-func waitStrategy(p Policy) kube.WaitStrategy {
+func waitStrategy(p config.Policy) kube.WaitStrategy {
 	if p.Wait {
 		return kube.StatusWatcherStrategy
 	}
@@ -71,7 +52,7 @@ const applyServerSide = string(release.ApplyMethodServerSideApply)
 // An install, which starts from none, passes "". This is Helm 4's "auto",
 // decided here so that conflicts can be forced exactly when it applies
 // server-side (see forceConflicts).
-func serverSide(p Policy, recorded string) bool {
+func serverSide(p config.Policy, recorded string) bool {
 	if p.ServerSideApply != nil {
 		return *p.ServerSideApply
 	}
@@ -82,7 +63,7 @@ func serverSide(p Policy, recorded string) bool {
 // CreateReplace, Install applies the CRDs itself first, so Helm skips them.
 // Client-side apply unless p asks for server-side (Helm 4's install
 // default is server-side: autox keeps Helm 3's).
-func (m *Manager) installWith(in *action.Install, p Policy) {
+func (m *Manager) installWith(in *action.Install, p config.Policy) {
 	in.Timeout = m.timeout(p)
 	in.WaitStrategy, in.WaitForJobs, in.DisableHooks = waitStrategy(p), p.WaitForJobs, p.DisableHooks
 	in.SkipCRDs = p.CRDs == config.CRDsSkip || p.CRDs == config.CRDsCreateReplace
@@ -93,7 +74,7 @@ func (m *Manager) installWith(in *action.Install, p Policy) {
 // upgradeWith sets an upgrade up for p, from a newest revision recorded
 // with apply method recorded; Helm's upgrade never touches CRDs, Upgrade
 // applies them itself first for Create and CreateReplace.
-func (m *Manager) upgradeWith(up *action.Upgrade, p Policy, recorded string) {
+func (m *Manager) upgradeWith(up *action.Upgrade, p config.Policy, recorded string) {
 	up.Timeout, up.MaxHistory = m.timeout(p), m.maxHistory(p)
 	up.WaitStrategy, up.WaitForJobs, up.DisableHooks = waitStrategy(p), p.WaitForJobs, p.DisableHooks
 	ssa := serverSide(p, recorded)
@@ -102,7 +83,7 @@ func (m *Manager) upgradeWith(up *action.Upgrade, p Policy, recorded string) {
 
 // rollbackWith sets a rollback up for p, to a revision recorded with apply
 // method recorded: it waits for what it restores as an upgrade would.
-func (m *Manager) rollbackWith(rb *action.Rollback, p Policy, recorded string) {
+func (m *Manager) rollbackWith(rb *action.Rollback, p config.Policy, recorded string) {
 	rb.Timeout, rb.MaxHistory = m.timeout(p), m.maxHistory(p)
 	rb.WaitStrategy, rb.WaitForJobs, rb.DisableHooks = waitStrategy(p), p.WaitForJobs, p.DisableHooks
 	ssa := serverSide(p, recorded)
@@ -113,7 +94,7 @@ func (m *Manager) rollbackWith(rb *action.Rollback, p Policy, recorded string) {
 // bounded by the timeout, until the deleted objects are gone (Helm 3's
 // polling, as autox did on Helm 3), and deletion propagates in the
 // background.
-func (m *Manager) uninstallWith(un *action.Uninstall, p Policy, waitDeleted bool) {
+func (m *Manager) uninstallWith(un *action.Uninstall, p config.Policy, waitDeleted bool) {
 	un.Timeout, un.DisableHooks = m.timeout(p), p.DisableHooks
 	un.WaitStrategy = kube.HookOnlyStrategy
 	if waitDeleted {
@@ -123,6 +104,6 @@ func (m *Manager) uninstallWith(un *action.Uninstall, p Policy, waitDeleted bool
 }
 
 // crdsOnUpgrade says whether and how an upgrade applies the chart's CRDs.
-func crdsOnUpgrade(p Policy) (apply, replace bool) {
+func crdsOnUpgrade(p config.Policy) (apply, replace bool) {
 	return p.CRDs == config.CRDsCreate || p.CRDs == config.CRDsCreateReplace, p.CRDs == config.CRDsCreateReplace
 }

@@ -28,7 +28,7 @@ func TestPolicyWaitTimesOut(t *testing.T) {
 	ctx := context.Background()
 	m := newManager(t, DriverSecret)
 	ns := cluster.Namespace(t)
-	wait := Policy{Wait: true, Timeout: 2 * time.Second}
+	wait := config.Policy{Wait: true, Timeout: 2 * time.Second}
 
 	d := desired(t, ns, "w", "charts/ready", nil)
 	d.Policy = wait
@@ -67,7 +67,7 @@ func TestPolicyDisableHooksAndMaxHistory(t *testing.T) {
 	m := newManager(t, DriverSecret) // --max-history 3
 	ns := cluster.Namespace(t)
 	d := desired(t, ns, "s", "charts/slow", nil)
-	d.Policy = Policy{DisableHooks: true, Timeout: 2 * time.Second, MaxHistory: 2}
+	d.Policy = config.Policy{DisableHooks: true, Timeout: 2 * time.Second, MaxHistory: 2}
 	if _, err := m.Install(ctx, d); err != nil {
 		t.Fatalf("install with the hooks disabled: %v", err)
 	}
@@ -76,7 +76,7 @@ func TestPolicyDisableHooksAndMaxHistory(t *testing.T) {
 	}
 	for i := 2; i <= 4; i++ {
 		d := desired(t, ns, "s", "charts/slow", map[string]interface{}{"n": i})
-		d.Policy, d.Revision = Policy{DisableHooks: true, MaxHistory: 2}, i
+		d.Policy, d.Revision = config.Policy{DisableHooks: true, MaxHistory: 2}, i
 		if _, err := m.Upgrade(ctx, d); err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +123,7 @@ func TestPolicyCRDs(t *testing.T) {
 		return strings.Join(names, ","), true
 	}
 	revision := 1
-	run := func(p Policy, withShortName bool) {
+	run := func(p config.Policy, withShortName bool) {
 		t.Helper()
 		d := desired(t, ns, "c", "charts/crd", nil)
 		d.Policy, d.Revision = p, revision
@@ -145,28 +145,28 @@ func TestPolicyCRDs(t *testing.T) {
 		}
 		revision++
 	}
-	run(Policy{CRDs: config.CRDsSkip}, false)
+	run(config.Policy{CRDs: config.CRDsSkip}, false)
 	if _, exists := shortNames(); exists {
 		t.Fatal("crds Skip: the install created the CRD")
 	}
-	run(Policy{}, false)
+	run(config.Policy{}, false)
 	if _, exists := shortNames(); exists {
 		t.Fatal("the default: an upgrade created the CRD (Helm leaves CRDs alone on upgrade)")
 	}
-	run(Policy{CRDs: config.CRDsCreate}, false)
+	run(config.Policy{CRDs: config.CRDsCreate}, false)
 	if sn, exists := shortNames(); !exists || sn != "" {
 		t.Fatalf("crds Create: the upgrade did not create the CRD as the chart has it (exists %v, shortNames %q)", exists, sn)
 	}
-	run(Policy{CRDs: config.CRDsCreate}, true)
+	run(config.Policy{CRDs: config.CRDsCreate}, true)
 	if sn, _ := shortNames(); sn != "" {
 		t.Fatalf("crds Create: an existing CRD was changed (shortNames %q)", sn)
 	}
-	run(Policy{CRDs: config.CRDsCreateReplace}, true)
+	run(config.Policy{CRDs: config.CRDsCreateReplace}, true)
 	if sn, _ := shortNames(); sn != "wdg" {
 		t.Fatalf("crds CreateReplace: the CRD was not replaced by the chart's (shortNames %q)", sn)
 	}
 	// Uninstalling never deletes a CRD.
-	if err := m.UninstallWith(ctx, ns, "c", 0, nil, Policy{CRDs: config.CRDsCreateReplace}); err != nil {
+	if err := m.UninstallWith(ctx, ns, "c", 0, nil, config.Policy{CRDs: config.CRDsCreateReplace}); err != nil {
 		t.Fatal(err)
 	}
 	if _, exists := shortNames(); !exists {

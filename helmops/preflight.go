@@ -30,7 +30,7 @@ import (
 
 // preflight checks an install: the reinstall's dry run (Helm's server dry
 // run, then a dry-run create of every object and install hook), as the account.
-func (m *Manager) preflight(ctx context.Context, d Desired) error {
+func (m *Manager) preflight(ctx context.Context, d Target) error {
 	if m.as.IsZero() {
 		return nil
 	}
@@ -44,7 +44,7 @@ func (m *Manager) preflight(ctx context.Context, d Desired) error {
 // run renders it (as the account), then each of its objects and upgrade
 // hooks — a dry-run create of one that does not exist, a dry-run patch of
 // one that does — and a dry-run delete of each object the upgrade drops.
-func (m *Manager) preflightUpgrade(ctx context.Context, d Desired) error {
+func (m *Manager) preflightUpgrade(ctx context.Context, d Target) error {
 	if m.as.IsZero() {
 		return nil
 	}

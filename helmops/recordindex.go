@@ -4,8 +4,6 @@ import (
 	"context"
 	"sort"
 	"strconv"
-	"sync"
-	"sync/atomic"
 
 	"github.com/rs/zerolog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/internal/metainformer"
 )
 
 // RecordIndex keeps the metadata of every Helm release record (labels and
@@ -48,22 +47,12 @@ type RecordIndex struct {
 	expect *expectations
 	// pageSize is the page size of the informers' LISTs (0: one response).
 	pageSize int64
-
-	mu     sync.Mutex
-	spaces map[string]*recordInformer
-	closed bool
+	// spaces runs one informer per namespace (internal/metainformer).
+	spaces *metainformer.Set[string]
 }
 
 // recordInformer is the informer of one namespace's records.
-type recordInformer struct {
-	inf    cache.SharedIndexInformer
-	cancel context.CancelFunc
-	done   chan struct{}
-	// watching counts the informer's open watches (0 or 1): none while it
-	// lists, relists or waits to watch again, when its store may miss
-	// changes the API server has.
-	watching atomic.Int32
-}
+type recordInformer struct{ *metainformer.Informer }
 
 // Indexer names of a recordInformer's store.
 const (
@@ -86,7 +75,14 @@ func recordObjectKey(spec, namespace, object string) string {
 // and makes the Manager read through it. It watches nothing until Watch.
 func (m *Manager) NewRecordIndex() *RecordIndex {
 	ix := &RecordIndex{meta: m.meta, gvr: recordResource(m.opts.StorageDriver), log: m.opts.Log,
-		expect: newExpectations(), spaces: map[string]*recordInformer{}, pageSize: m.opts.ListPageSize}
+		expect: newExpectations(), pageSize: m.opts.ListPageSize}
+	ix.spaces = metainformer.NewSet(ix.spec, func(ns string, started bool) {
+		msg := "index of release records stopped"
+		if started {
+			msg = "index of release records started"
+		}
+		ix.log.Info().Str("namespace", ns).Msg(msg)
+	})
 	m.index.Store(ix)
 	return ix
 }
@@ -95,58 +91,15 @@ func (m *Manager) NewRecordIndex() *RecordIndex {
 // new ones (they are used once synced) and stop for the others. After Stop
 // it does nothing.
 func (ix *RecordIndex) Watch(ctx context.Context, namespaces []string) {
-	need := make(map[string]bool, len(namespaces))
-	for _, ns := range namespaces {
-		need[ns] = true
-	}
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if ix.closed {
-		return
-	}
-	for ns, ri := range ix.spaces {
-		if !need[ns] {
-			ri.stop()
-			delete(ix.spaces, ns)
-			ix.log.Info().Str("namespace", ns).Msg("index of release records stopped")
-		}
-	}
-	for ns := range need {
-		if ix.spaces[ns] == nil {
-			ix.spaces[ns] = ix.start(ctx, ns)
-			ix.log.Info().Str("namespace", ns).Msg("index of release records started")
-		}
-	}
+	ix.spaces.Sync(ctx, namespaces)
 }
 
 // WaitForSync waits until every watched namespace has synced, or ctx ends;
 // it reports whether all have.
-func (ix *RecordIndex) WaitForSync(ctx context.Context) bool {
-	ix.mu.Lock()
-	synced := make([]cache.DoneChecker, 0, len(ix.spaces))
-	for _, ri := range ix.spaces {
-		synced = append(synced, ri.inf.HasSyncedChecker())
-	}
-	ix.mu.Unlock()
-	// Without polling (WaitForCacheSync's 100 ms steps delayed every start).
-	return cache.WaitFor(ctx, "", synced...)
-}
+func (ix *RecordIndex) WaitForSync(ctx context.Context) bool { return ix.spaces.WaitForSync(ctx) }
 
 // Stop stops every informer; the Manager then reads live.
-func (ix *RecordIndex) Stop() {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	ix.closed = true
-	for ns, ri := range ix.spaces {
-		ri.stop()
-		delete(ix.spaces, ns)
-	}
-}
-
-func (ri *recordInformer) stop() {
-	ri.cancel()
-	<-ri.done
-}
+func (ix *RecordIndex) Stop() { ix.spaces.Stop() }
 
 // expectations are the index's record of this process's writes; nil (no
 // writes tracked) without an index.
@@ -163,21 +116,19 @@ func (ix *RecordIndex) usable(namespace string) *recordInformer {
 	if ix == nil {
 		return nil
 	}
-	ix.mu.Lock()
-	ri := ix.spaces[namespace]
-	ix.mu.Unlock()
-	if ri == nil || !ri.inf.HasSynced() || ri.watching.Load() == 0 {
+	i := ix.spaces.Get(namespace)
+	if i == nil || !i.HasSynced() || !i.Watching() {
 		return nil
 	}
-	return ri
+	return &recordInformer{i}
 }
 
-func (ix *RecordIndex) start(ctx context.Context, namespace string) *recordInformer {
-	ictx, cancel := context.WithCancel(ctx)
-	ri := &recordInformer{cancel: cancel, done: make(chan struct{})}
+// spec is the informer of one namespace's records: their metadata, with
+// the label owner=helm, indexed by release name, spec and object.
+func (ix *RecordIndex) spec(namespace string) metainformer.Spec {
 	client := ix.meta.Resource(ix.gvr).Namespace(namespace)
-	lw := &countedListWatch{ListWatch: &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	return metainformer.Spec{
+		List: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = "owner=helm"
 			// The reflector pages with its own size; ours, kept on every
 			// page of one listing, keeps its continuations valid.
@@ -191,40 +142,35 @@ func (ix *RecordIndex) start(ctx context.Context, namespace string) *recordInfor
 			}
 			return client.List(ctx, o)
 		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		Watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector = "owner=helm"
 			return client.Watch(ctx, o)
 		},
-	}, watching: &ri.watching}
-	ri.inf = cache.NewSharedIndexInformer(lw, &metav1.PartialObjectMetadata{}, 0, cache.Indexers{
-		byReleaseName: func(obj interface{}) ([]string, error) {
-			return []string{obj.(*metav1.PartialObjectMetadata).Labels["name"]}, nil
-		},
-		bySpecLabel: func(obj interface{}) ([]string, error) {
-			if s := obj.(*metav1.PartialObjectMetadata).Labels[format.LabelSpec]; s != "" {
-				return []string{s}, nil
-			}
-			return nil, nil
-		},
-		byObject: func(obj interface{}) ([]string, error) {
-			l := obj.(*metav1.PartialObjectMetadata).Labels
-			if l[format.LabelSpec] == "" || l[format.LabelObject] == "" {
+		Indexers: cache.Indexers{
+			byReleaseName: func(obj interface{}) ([]string, error) {
+				return []string{obj.(*metav1.PartialObjectMetadata).Labels["name"]}, nil
+			},
+			bySpecLabel: func(obj interface{}) ([]string, error) {
+				if s := obj.(*metav1.PartialObjectMetadata).Labels[format.LabelSpec]; s != "" {
+					return []string{s}, nil
+				}
 				return nil, nil
-			}
-			return []string{recordObjectKey(l[format.LabelSpec], l[format.LabelObjectNamespace], l[format.LabelObject])}, nil
+			},
+			byObject: func(obj interface{}) ([]string, error) {
+				l := obj.(*metav1.PartialObjectMetadata).Labels
+				if l[format.LabelSpec] == "" || l[format.LabelObject] == "" {
+					return nil, nil
+				}
+				return []string{recordObjectKey(l[format.LabelSpec], l[format.LabelObjectNamespace], l[format.LabelObject])}, nil
+			},
 		},
-	})
-	_ = ri.inf.SetTransform(slimRecord)
-	_, _ = ri.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { ix.expect.seen(namespace, obj, false) },
-		UpdateFunc: func(_, obj interface{}) { ix.expect.seen(namespace, obj, false) },
-		DeleteFunc: func(obj interface{}) { ix.expect.seen(namespace, obj, true) },
-	})
-	go func() {
-		defer close(ri.done)
-		ri.inf.RunWithContext(ictx)
-	}()
-	return ri
+		Transform: slimRecord,
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj interface{}) { ix.expect.seen(namespace, obj, false) },
+			UpdateFunc: func(_, obj interface{}) { ix.expect.seen(namespace, obj, false) },
+			DeleteFunc: func(obj interface{}) { ix.expect.seen(namespace, obj, true) },
+		},
+	}
 }
 
 // slimRecord keeps of a record's metadata what the index reads: name,
@@ -237,39 +183,6 @@ func slimRecord(obj interface{}) (interface{}, error) {
 	}
 	return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
 		Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion, Labels: m.Labels}}, nil
-}
-
-// countedListWatch is a ListWatch that counts its open watches, and that
-// asks the reflector for a plain LIST rather than a watch-list stream: the
-// end of a LIST is when the store holds the API server's state again, which
-// a stream's initial events do not tell from outside.
-type countedListWatch struct {
-	*cache.ListWatch
-	watching *atomic.Int32
-}
-
-func (lw *countedListWatch) IsWatchListSemanticsUnSupported() bool { return true }
-
-func (lw *countedListWatch) WatchWithContext(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-	w, err := lw.ListWatch.WatchWithContext(ctx, o)
-	if err != nil {
-		return nil, err
-	}
-	lw.watching.Add(1)
-	return &countedWatch{Interface: w, watching: lw.watching}, nil
-}
-
-// countedWatch gives back its count when the reflector stops it, which it
-// does whenever the watch ends (closed by the server, an error, a stop).
-type countedWatch struct {
-	watch.Interface
-	watching *atomic.Int32
-	once     sync.Once
-}
-
-func (w *countedWatch) Stop() {
-	w.once.Do(func() { w.watching.Add(-1) })
-	w.Interface.Stop()
 }
 
 // indexedRecord is one record's metadata as the index holds it.
@@ -294,7 +207,7 @@ func toIndexed(obj interface{}) (indexedRecord, bool) {
 
 // records returns the records of release name, oldest revision first.
 func (ri *recordInformer) records(name string) []indexedRecord {
-	objs, _ := ri.inf.GetIndexer().ByIndex(byReleaseName, name)
+	objs, _ := ri.Indexer().ByIndex(byReleaseName, name)
 	out := make([]indexedRecord, 0, len(objs))
 	for _, o := range objs {
 		if r, ok := toIndexed(o); ok {
@@ -314,7 +227,7 @@ func (ri *recordInformer) namesWith(match map[string]string) []string {
 	if obj, ok := match[format.LabelObject]; ok {
 		index, key = byObject, recordObjectKey(key, match[format.LabelObjectNamespace], obj)
 	}
-	objs, _ := ri.inf.GetIndexer().ByIndex(index, key)
+	objs, _ := ri.Indexer().ByIndex(index, key)
 	seen := map[string]bool{}
 	var out []string
 	for _, o := range objs {
@@ -328,7 +241,7 @@ func (ri *recordInformer) namesWith(match map[string]string) []string {
 
 // all returns the labels of every record.
 func (ri *recordInformer) all() []map[string]string {
-	objs := ri.inf.GetStore().List()
+	objs := ri.Indexer().List()
 	out := make([]map[string]string, 0, len(objs))
 	for _, o := range objs {
 		if m, ok := o.(*metav1.PartialObjectMetadata); ok {

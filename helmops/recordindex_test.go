@@ -352,10 +352,8 @@ func TestUnusableIndexReadsLive(t *testing.T) {
 		// is unreachable): no watch is open.
 		o.faults.WatchFails.Store(true)
 		o.faults.EndWatches()
-		ix.mu.Lock()
-		ri := ix.spaces[ns]
-		ix.mu.Unlock()
-		testenv.Eventually(t, time.Minute, "no watch open", func() (bool, error) { return ri.watching.Load() == 0, nil })
+		ri := ix.spaces.Get(ns)
+		testenv.Eventually(t, time.Minute, "no watch open", func() (bool, error) { return !ri.Watching(), nil })
 		installLabelled(t, m, ns, "later", nil)
 		if inUse, err := indexed.NamesInUse(ctx, ns, []string{"later"}); err != nil || !inUse["later"] {
 			t.Errorf("NamesInUse through an index without a watch = %v, %v; want later", inUse, err)

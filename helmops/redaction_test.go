@@ -58,7 +58,7 @@ func TestErrorsHideValues(t *testing.T) {
 	}
 	bad := map[string]interface{}{"label": secret}
 	hide := redact.New(bad)
-	badRelease := func(name string, r *redact.Redactor) Desired {
+	badRelease := func(name string, r *redact.Redactor) Target {
 		d := desired(t, ns, name, "charts/label", bad)
 		d.Redact = r
 		return d

@@ -34,7 +34,7 @@ import (
 // waited --shutdown-timeout or the leadership term has ended (its writes are
 // then refused anyway); a release left uninstalled then is installed by the
 // next leader, like any absent release.
-func (m *Manager) Reinstall(ctx context.Context, d Desired) (int, error) {
+func (m *Manager) Reinstall(ctx context.Context, d Target) (int, error) {
 	if err := notStarted(ctx, "reinstall", d.Namespace, d.Name); err != nil {
 		return 0, err
 	}
@@ -66,7 +66,7 @@ func (m *Manager) Reinstall(ctx context.Context, d Desired) (int, error) {
 // release is gone; so every object, and every install hook, is also sent as a
 // server-side dry-run create. An object of the running release answers
 // AlreadyExists, which the API server checks only after validating it.
-func (m *Manager) dryRunInstall(ctx context.Context, d Desired) error {
+func (m *Manager) dryRunInstall(ctx context.Context, d Target) error {
 	in, cfg, err := m.newInstall(ctx, d, true)
 	if err != nil {
 		return err
@@ -91,7 +91,7 @@ func (m *Manager) dryRunInstall(ctx context.Context, d Desired) error {
 }
 
 // dryRun is the release in (set up for a dry run) renders for d.
-func dryRun(ctx context.Context, in *action.Install, d Desired) (*release.Release, error) {
+func dryRun(ctx context.Context, in *action.Install, d Target) (*release.Release, error) {
 	rendered, err := in.RunWithContext(ctx, d.Chart, d.Values)
 	if err != nil {
 		return nil, err

@@ -48,17 +48,7 @@ func recordWritten(labels map[string]string) time.Time {
 func summarise(revs []*release.Release) *format.Release {
 	sort.Slice(revs, func(i, j int) bool { return revs[i].Version < revs[j].Version })
 	last := revs[len(revs)-1]
-	r := &format.Release{
-		Name:            last.Name,
-		Namespace:       last.Namespace,
-		Spec:            last.Labels[format.LabelSpec],
-		ReleaseSpec:     last.Labels[format.LabelReleaseSpec],
-		Instance:        format.InstanceOf(last.Labels),
-		ObjectNamespace: last.Labels[format.LabelObjectNamespace],
-		ObjectName:      last.Labels[format.LabelObject],
-		Revision:        last.Version,
-		Values:          last.Config,
-	}
+	r := &format.Release{Record: format.RecordOf(last.Name, last.Namespace, last.Version, last.Labels), Values: last.Config}
 	r.Modified = recordWritten(last.Labels)
 	if last.Info != nil {
 		r.Status = last.Info.Status

@@ -33,7 +33,7 @@ const (
 // done here: every object of the new release that exists must carry Helm's
 // marks of d's release or of old's. A release that fails this keeps old
 // running: its removal waits.
-func (m *Manager) DryRunReplacement(ctx context.Context, d Desired, old Ref) error {
+func (m *Manager) DryRunReplacement(ctx context.Context, d Target, old Ref) error {
 	if err := notStarted(ctx, "dry run", d.Namespace, d.Name); err != nil {
 		return err
 	}

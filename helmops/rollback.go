@@ -7,6 +7,7 @@ import (
 
 	"helm.sh/helm/v4/pkg/action"
 
+	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/redact"
 )
 
@@ -18,11 +19,11 @@ import (
 // rollback takes no context and may wait on hooks: Rollback returns when ctx
 // ends and the rollback goes on in the background, as for Uninstall.
 func (m *Manager) Rollback(ctx context.Context, namespace, name string, current, toRevision int, hide *redact.Redactor) error {
-	return m.RollbackWith(ctx, namespace, name, current, toRevision, hide, Policy{})
+	return m.RollbackWith(ctx, namespace, name, current, toRevision, hide, config.Policy{})
 }
 
 // RollbackWith is Rollback run as p says (timeout, wait, hooks, history).
-func (m *Manager) RollbackWith(ctx context.Context, namespace, name string, current, toRevision int, hide *redact.Redactor, p Policy) error {
+func (m *Manager) RollbackWith(ctx context.Context, namespace, name string, current, toRevision int, hide *redact.Redactor, p config.Policy) error {
 	if err := notStarted(ctx, "rollback", namespace, name); err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ import (
 func TestEveryActionHasAWaitStrategy(t *testing.T) {
 	yes, no := true, false
 	m := &Manager{opts: Options{Timeout: time.Minute, MaxHistory: 3}}
-	for _, p := range []Policy{
+	for _, p := range []config.Policy{
 		{}, {Wait: true}, {Wait: true, WaitForJobs: true}, {DisableHooks: true}, {CRDs: config.CRDsCreateReplace},
 		{ServerSideApply: &yes}, {ServerSideApply: &no}, {Wait: true, ServerSideApply: &yes},
 	} {

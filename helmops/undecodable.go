@@ -95,8 +95,7 @@ type undecoded struct {
 // owned reports whether the record's labels make the release the
 // instance's, as format.Release.OwnedBy does for a decoded one.
 func (u undecoded) owned(instance string) bool {
-	r := format.Release{Spec: u.labels[format.LabelSpec], ReleaseSpec: u.labels[format.LabelReleaseSpec], Instance: format.InstanceOf(u.labels)}
-	return r.OwnedBy(instance)
+	return format.RecordOf("", "", 0, u.labels).OwnedBy(instance)
 }
 
 func (u undecoded) error(namespace, name string) *UndecodableError {

@@ -9,6 +9,7 @@ import (
 	helmrelease "helm.sh/helm/v4/pkg/release"
 	"helm.sh/helm/v4/pkg/storage/driver"
 
+	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/redact"
 )
 
@@ -27,12 +28,12 @@ import (
 // ctx has already ended. The write fence of autox's leadership term (DESIGN
 // §5) refuses the background writes once the term has ended.
 func (m *Manager) Uninstall(ctx context.Context, namespace, name string, current int, hide *redact.Redactor) error {
-	return m.uninstall(ctx, namespace, name, current, hide, false, Policy{})
+	return m.uninstall(ctx, namespace, name, current, hide, false, config.Policy{})
 }
 
 // UninstallWith is Uninstall run as p says: its timeout, and its hooks
 // skipped with DisableHooks.
-func (m *Manager) UninstallWith(ctx context.Context, namespace, name string, current int, hide *redact.Redactor, p Policy) error {
+func (m *Manager) UninstallWith(ctx context.Context, namespace, name string, current int, hide *redact.Redactor, p config.Policy) error {
 	return m.uninstall(ctx, namespace, name, current, hide, false, p)
 }
 
@@ -42,7 +43,7 @@ func (m *Manager) UninstallWith(ctx context.Context, namespace, name string, cur
 // finalizer holds them), their dependents after them, which is all a new
 // install of the same objects needs. Foreground deletion would wait on the
 // garbage collector for every dependent, and where none runs, for ever.
-func (m *Manager) uninstall(ctx context.Context, namespace, name string, current int, hide *redact.Redactor, wait bool, p Policy) error {
+func (m *Manager) uninstall(ctx context.Context, namespace, name string, current int, hide *redact.Redactor, wait bool, p config.Policy) error {
 	if err := notStarted(ctx, "uninstall", namespace, name); err != nil {
 		return err
 	}

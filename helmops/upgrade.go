@@ -13,7 +13,7 @@ import (
 // revision. Nothing is started when ctx has already ended; when ctx ends
 // during the upgrade it returns at once, as Install does. While discovery is
 // partial it fails with a *PartialDiscoveryError and changes nothing.
-func (m *Manager) Upgrade(ctx context.Context, d Desired) (int, error) {
+func (m *Manager) Upgrade(ctx context.Context, d Target) (int, error) {
 	if err := notStarted(ctx, "upgrade", d.Namespace, d.Name); err != nil {
 		return 0, err
 	}

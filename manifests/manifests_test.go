@@ -291,7 +291,7 @@ func TestOwnNamespaceRBAC(t *testing.T) {
 		err := m.Sync(ctx)
 		return err == nil, err
 	})
-	state.Apply(&config.Config{Namespaces: []string{"default", "more"}})
+	state.Replace(&config.Config{Namespaces: []string{"default", "more"}})
 	if err := m.Sync(ctx); err != nil {
 		t.Errorf("updating the record: %v", err)
 	}

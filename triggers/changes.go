@@ -8,11 +8,11 @@ import (
 	"github.com/autox-dev/autox/internal/format"
 )
 
-// ApplyConfig puts a new, valid config in force: informers follow its
+// Reconfigure puts a new, valid config in force: informers follow its
 // triggers, and every spec the change touches is reconciled — removed specs
 // and release specs uninstall through the same reconcile.
-func (c *Controller) ApplyConfig(ctx context.Context, cfg *config.Config) config.Changes {
-	old := c.state.Apply(cfg)
+func (c *Controller) Reconfigure(ctx context.Context, cfg *config.Config) config.Changes {
+	old := c.state.Replace(cfg)
 	// Recorded before any reconcile of the new config can install there.
 	c.syncManaged(ctx)
 	c.index.Store(buildIndex(cfg))

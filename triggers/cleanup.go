@@ -73,7 +73,8 @@ func (c *Controller) syncManaged(ctx context.Context) {
 	// A config reload waits for this (it runs under the lock that orders
 	// reloads with the term's end): a slow API server must not hold a stop
 	// or the next reload for long. An install into a namespace left
-	// unrecorded waits for a later Sync (ManagedSet.Admit).
+	// unrecorded waits for a later Sync (plan.Decide holds it; the
+	// reconcile that would make it syncs first).
 	ctx, cancel := context.WithTimeout(ctx, managedSyncTimeout)
 	defer cancel()
 	if err := m.Sync(ctx); err != nil {

@@ -259,7 +259,7 @@ func (c *Controller) Stuck(now time.Time) error {
 		if s != nil {
 			n += len(s.ReleaseSpecs)
 		}
-		limit := time.Duration(2*n)*staleAfter(s, c.rec.Observer().StaleAfter()) + time.Minute
+		limit := time.Duration(2*n)*staleAfter(s, c.rec.Observer().Defaults()) + time.Minute
 		if d := now.Sub(started); d > limit {
 			what := "spec " + name
 			if spec, obj := parseKey(name); !obj.IsZero() {
@@ -306,4 +306,17 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		c.retryLater(name)
 	}
 	return true
+}
+
+// staleAfter is the longest unlock age of spec's release specs (the
+// defaults' for none): what bounds one of its operations.
+func staleAfter(spec *config.Spec, d config.PolicyDefaults) time.Duration {
+	longest := d.Of(nil).StaleAfter()
+	if spec == nil {
+		return longest
+	}
+	for _, rs := range spec.ReleaseSpecs {
+		longest = max(longest, d.Of(rs).StaleAfter())
+	}
+	return longest
 }

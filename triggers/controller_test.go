@@ -143,7 +143,7 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 		managed = h.managed(state)
 	}
 	rec := NewReconciler(ReconcilerOptions{Helm: writes, Charts: chartsource.LocalCharts{}, Triggers: reads, Sources: sources, Inventory: inv,
-		Attempts: attempts.Store{Client: cs, Instance: helm.Instance()}, State: state, StaleAfter: time.Minute + 30*time.Second, Now: h.clock(),
+		Attempts: attempts.Store{Client: cs, Instance: helm.Instance()}, State: state, Defaults: config.PolicyDefaults{Timeout: time.Minute, MaxHistory: 10}, Now: h.clock(),
 		Log: log, Metrics: m, Managed: managed})
 	ctrl = NewController(Options{Reconciler: rec, Inventory: inv, Metadata: meta, Records: records, Workers: 2, Resync: resync,
 		ShutdownTimeout: h.shutdown(), RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Backoff: h.backoff, Metrics: m, Log: log})
@@ -389,7 +389,7 @@ func TestLiveConfigChange(t *testing.T) {
 	h.WaitRelease("web-job", "installed", deployedAt(1))
 
 	// Drop one release spec and change the other's values.
-	ch := h.ctrl.ApplyConfig(context.Background(), h.config(webSpec(`      hello:
+	ch := h.ctrl.Reconfigure(context.Background(), h.config(webSpec(`      hello:
         chart: {path: {{.Charts}}/hello-v2}
         values: {greeting: hey}
 `)))
@@ -403,7 +403,7 @@ func TestLiveConfigChange(t *testing.T) {
 	}
 
 	// Drop the whole spec.
-	h.ctrl.ApplyConfig(context.Background(), h.config("namespaces: ["+h.NS+"]\nspecs: {}\n"))
+	h.ctrl.Reconfigure(context.Background(), h.config("namespaces: ["+h.NS+"]\nspecs: {}\n"))
 	h.WaitRelease("web-hello", "uninstalled", gone)
 }
 
@@ -451,7 +451,7 @@ func TestDriftIsCorrected(t *testing.T) {
 		vals[k] = val
 	}
 	vals["greeting"] = "changed"
-	if _, err := h.Helm.Upgrade(context.Background(), helmops.Desired{Spec: "web", ReleaseSpec: "hello", Name: "web-hello", Namespace: h.NS, Chart: ch, Values: vals}); err != nil {
+	if _, err := h.Helm.Upgrade(context.Background(), helmops.Target{Spec: "web", ReleaseSpec: "hello", Name: "web-hello", Namespace: h.NS, Chart: ch, Values: vals}); err != nil {
 		t.Fatal(err)
 	}
 	// The next periodic pass puts the declared values back.

@@ -72,8 +72,8 @@ func (r *Reconciler) dryRun(ctx context.Context, cfg *config.Config, key string)
 	if err != nil {
 		return nil, err
 	}
-	p := plan.Decide(o.Observation)
-	return p.Steps, r.applier.Report(o, p)
+	p := plan.Decide(*o)
+	return p.Steps, r.applier.Report(p)
 }
 
 // dryRunSelector decides every object of a selector spec, and the spec's
@@ -83,9 +83,9 @@ func (r *Reconciler) dryRunSelector(ctx context.Context, cfg *config.Config, spe
 	if err != nil {
 		return nil, err
 	}
-	p := plan.Decide(o.Observation)
+	p := plan.Decide(*o)
 	steps := p.Steps
-	errs := []error{r.applier.Report(o, p)}
+	errs := []error{r.applier.Report(p)}
 	for _, obj := range objs {
 		s, err := r.dryRun(ctx, cfg, ObjectKey(specName, obj))
 		steps = append(steps, s...)

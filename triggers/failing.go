@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/triggers/apply"
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
@@ -28,14 +29,16 @@ type outcome struct {
 	// recovery (rollback, or uninstall and install) failed.
 	stale bool
 	// exhausted: its remediation retries are used up for what it would
-	// install; autox makes no further attempt (policies.go).
+	// install; autox makes no further attempt (plan/retries.go).
 	exhausted bool
 }
 
 // outcomes decides, from one reconcile's plan failures, steps and their
-// errors (errs[i] is steps[i]'s), what each release spec came to.
-// Release specs not named are fine.
-func outcomes(o plan.Observation, failed []plan.Failure, steps []plan.Step, errs []error) map[string]outcome {
+// errors (errs[i] is steps[i]'s), what each release spec came to: a failed
+// step of a release its plan found stale (its state, classified with its
+// release spec's own timeout) is a recovery that failed. Release specs not
+// named are fine.
+func outcomes(failed []plan.Failure, steps []plan.Step, errs []error) map[string]outcome {
 	out := map[string]outcome{}
 	for _, f := range failed {
 		oc := out[f.ReleaseSpec]
@@ -43,12 +46,6 @@ func outcomes(o plan.Observation, failed []plan.Failure, steps []plan.Step, errs
 		var source *plan.SourceError
 		oc.source = oc.source || errors.As(f.Err, &source)
 		out[f.ReleaseSpec] = oc
-	}
-	stale := map[string]bool{}
-	for _, rel := range o.Current {
-		if st, _, _ := plan.ClassifyRelease(rel, rel.Owner(), nil, o.Now, o.StaleAfter); st == plan.ReleaseStaleInstall || st == plan.ReleaseStaleUpgrade {
-			stale[rel.ReleaseSpec] = true
-		}
 	}
 	for i, s := range steps {
 		var err error
@@ -65,7 +62,7 @@ func outcomes(o plan.Observation, failed []plan.Failure, steps []plan.Step, errs
 		}
 		oc := out[s.ReleaseSpec]
 		oc.failing = true
-		oc.stale = oc.stale || stale[s.ReleaseSpec]
+		oc.stale = oc.stale || s.State == plan.ReleaseStaleInstall || s.State == plan.ReleaseStaleUpgrade
 		out[s.ReleaseSpec] = oc
 	}
 	return out
@@ -217,4 +214,17 @@ func (r *Reconciler) releaseSpecIDs(spec string) []string {
 		return s.ReleaseSpecIDs()
 	}
 	return nil
+}
+
+// exhausted reports whether step s (err: its error) finds its release
+// spec's retries used up: held for it, remediated for it, or the failed
+// attempt that used them up.
+func exhausted(s plan.Step, err error) bool {
+	if errors.Is(err, apply.ErrRetriesExhausted) {
+		return true
+	}
+	if s.Action == plan.ActionExhausted {
+		return true
+	}
+	return s.Retries != nil && s.Retries.Exhausted && (s.Action == plan.ActionRollback || s.Action == plan.ActionUninstall)
 }

@@ -19,18 +19,15 @@ import (
 )
 
 func TestOutcomes(t *testing.T) {
-	now := time.Now()
-	stale := &format.Release{Name: "web-b", Spec: "web", ReleaseSpec: "b", Instance: "autox", Status: common.StatusPendingUpgrade,
-		Revision: 2, LastDeployedRevision: 1, DeployedBefore: true, Modified: now.Add(-time.Hour)}
-	young := &format.Release{Name: "web-c", Spec: "web", ReleaseSpec: "c", Instance: "autox", Status: common.StatusPendingUpgrade,
-		Revision: 2, LastDeployedRevision: 1, DeployedBefore: true, Modified: now}
-	o := plan.Observation{Spec: "web", Instance: "autox", Current: []*format.Release{stale, young}, Now: now, StaleAfter: time.Minute}
 	sourceErr := fmt.Errorf("release spec s: %w", plan.NewSourceError(config.ValuesFrom{Kind: config.KindSecret, Name: "creds", Key: "values.yaml"}, "ns", errors.New("not found")))
 	failed := []plan.Failure{{ReleaseSpec: "s", Err: sourceErr}, {ReleaseSpec: "chart", Err: errors.New("no such chart")}}
-	steps := []plan.Step{{ReleaseSpec: "a"}, {ReleaseSpec: "b", Action: plan.ActionRollback}, {ReleaseSpec: "c"}, {ReleaseSpec: "d"}}
+	// b's release was left pending-upgrade long ago (stale), c's just now
+	// (locked), as their plan classified them.
+	steps := []plan.Step{{ReleaseSpec: "a"}, {ReleaseSpec: "b", Action: plan.ActionRollback, State: plan.ReleaseStaleUpgrade},
+		{ReleaseSpec: "c", State: plan.ReleaseLocked}, {ReleaseSpec: "d"}}
 	errs := []error{nil, errors.New("rollback failed"), errors.New("upgrade failed"), nil}
 
-	got := outcomes(o, failed, steps, errs)
+	got := outcomes(failed, steps, errs)
 	want := map[string]outcome{
 		"s":     {failing: true, source: true},
 		"chart": {failing: true},
@@ -44,6 +41,39 @@ func TestOutcomes(t *testing.T) {
 		if got[id] != w {
 			t.Errorf("release spec %s: %+v, want %+v", id, got[id], w)
 		}
+	}
+}
+
+// TestStaleByItsOwnTimeout: a release left pending is stale after its
+// release spec's timeout (+30s), not --helm-timeout's: its failed recovery
+// counts as a stale release unrecovered by that timeout, as the plan that
+// recovered it classified it. With --helm-timeout 5m, web-b (timeout 10s)
+// pending for a minute is stale, and its failed rollback says so.
+func TestStaleByItsOwnTimeout(t *testing.T) {
+	now := time.Now()
+	cfg, err := config.Parse([]byte(`
+namespaces: [ns]
+specs:
+  web:
+    trigger: {group: apps, version: v1, resource: deployments, name: web, namespace: ns}
+    releaseSpecs:
+      b: {chart: {path: charts/hello}, releaseName: web-b, namespace: ns, timeout: 10s}
+`), "/cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := &format.Release{Record: format.Record{Name: "web-b", Namespace: "ns", Spec: "web", ReleaseSpec: "b", Instance: "autox", Status: common.StatusPendingUpgrade, Revision: 2},
+		LastDeployedRevision: 1, DeployedBefore: true, ChartName: "hello", ChartVersion: "0.1.0", Modified: now.Add(-time.Minute)}
+	p := plan.Decide(plan.Observation{Spec: "web", Config: cfg.Specs["web"], Instance: "autox", InForce: cfg,
+		Trigger: plan.TriggerRead{Found: true, Labels: map[string]string{config.DefaultTriggerLabel: "1.0.0"}},
+		Current: []*format.Release{pending}, ReleaseSpecs: map[string]plan.ReleaseSpecObservation{"b": {Chart: plan.ChartID{Name: "hello", Version: "0.1.0"}}},
+		Now: now, Defaults: config.PolicyDefaults{Timeout: 5 * time.Minute, MaxHistory: 10}})
+	if len(p.Steps) != 1 || p.Steps[0].Action != plan.ActionRollback {
+		t.Fatalf("plan = %+v, want the rollback of the stale release", p.Steps)
+	}
+	got := outcomes(nil, p.Steps, []error{errors.New("rollback failed")})
+	if want := (outcome{failing: true, stale: true}); got["b"] != want {
+		t.Errorf("outcome of the failed recovery = %+v, want %+v", got["b"], want)
 	}
 }
 

@@ -162,8 +162,10 @@ type ManagedSet struct {
 	claimed bool
 	base    *corev1.ConfigMap
 	stored  []string
-	// recorded is stored for readers that must not wait for a write.
+	// recorded is stored for readers that must not wait for a write;
+	// failed is the error of the last Sync (nil: none).
 	recorded atomic.Pointer[[]string]
+	failed   atomic.Pointer[error]
 }
 
 // NewManagedSet returns the record of opts.Instance for one term.
@@ -178,6 +180,16 @@ func NewManagedSet(opts ManagedSetOptions) *ManagedSet {
 func (m *ManagedSet) Sync(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	err := m.sync(ctx)
+	if err != nil {
+		m.failed.Store(&err)
+	} else {
+		m.failed.Store(nil)
+	}
+	return err
+}
+
+func (m *ManagedSet) sync(ctx context.Context) error {
 	const attempts = 3
 	for i := 0; i < attempts; i++ {
 		if !m.loaded {
@@ -246,55 +258,17 @@ func (m *ManagedSet) write(ctx context.Context, want []string) error {
 	return nil
 }
 
-// Holds reports whether the record, as last read or written, holds ns.
-func (m *ManagedSet) Holds(ns string) bool {
-	p := m.recorded.Load()
-	return p != nil && slices.Contains(*p, ns)
-}
-
-// Admit holds back the installs into namespaces the record does not hold
-// yet, after one attempt to record them: a release installed there could
-// not be found by a later start-up cleanup once its namespace left the
-// config. A held install becomes a failure of its release spec (an Event,
-// autox_release_spec_failing, a retry), and the removal that waits for it
-// as its replacement waits with it: without the install, nothing would
-// prove the replacement before the release it replaces goes. The other
-// steps go ahead. A nil ManagedSet admits everything.
-func (m *ManagedSet) Admit(ctx context.Context, p plan.Plan) plan.Plan {
-	if m == nil {
-		return p
+// Recorded is the record as last read or written, as an observation
+// carries it (plan.ManagedNamespaces): its namespaces (none before the
+// first read) and why the last Sync failed, if it did. An install into a
+// namespace it does not hold waits (plan.Decide) until a Sync records it.
+func (m *ManagedSet) Recorded() *plan.ManagedNamespaces {
+	out := &plan.ManagedNamespaces{ConfigMap: m.opts.Namespace + "/" + ManagedSetName(m.opts.Instance)}
+	if p := m.recorded.Load(); p != nil {
+		out.Namespaces = *p
 	}
-	missing := func(s plan.Step) bool {
-		return (s.Action == plan.ActionInstall || s.Action == plan.ActionReinstall) && !m.Holds(s.Namespace)
-	}
-	if !slices.ContainsFunc(p.Steps, missing) {
-		return p
-	}
-	syncErr := m.Sync(ctx)
-	// A removal and its replacement are steps of one plan (one spec, one
-	// object), and their Object fields differ in form (a label's, a whole
-	// name): the spec and the release spec id identify the pair.
-	key := func(s plan.Step, releaseSpec string) string { return s.Spec + "\x00" + releaseSpec }
-	held := map[string]bool{}
-	out := p
-	out.Steps, out.Failed = nil, slices.Clone(p.Failed)
-	for _, s := range p.Steps {
-		if !missing(s) {
-			continue
-		}
-		held[key(s, s.ReleaseSpec)] = true
-		err := fmt.Errorf("not installing release %s/%s: its namespace is not recorded in ConfigMap %s/%s yet, and a release there could leak once the namespace leaves the config; retrying",
-			s.Namespace, s.Release, m.opts.Namespace, ManagedSetName(m.opts.Instance))
-		if syncErr != nil {
-			err = fmt.Errorf("%w: %w", err, syncErr)
-		}
-		out.Failed = append(out.Failed, plan.Failure{ReleaseSpec: s.ReleaseSpec, Release: s.Release, Namespace: s.Namespace, Err: err})
-	}
-	for _, s := range p.Steps {
-		if missing(s) || (s.ReplacedBy != "" && held[key(s, s.ReplacedBy)]) {
-			continue
-		}
-		out.Steps = append(out.Steps, s)
+	if p := m.failed.Load(); p != nil {
+		out.Err = *p
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
@@ -160,3 +161,28 @@ func (noQueueMetrics) NewLongestRunningProcessorSecondsMetric(string) workqueue.
 	return noMetric{}
 }
 func (noQueueMetrics) NewRetriesMetric(string) workqueue.CounterMetric { return noMetric{} }
+
+// newSuspendedGauge counts, by level, what the config in force suspends.
+func newSuspendedGauge() *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "autox_suspended",
+		Help: "What the config in force suspends, as the leader applies it: level=spec counts specs with suspend: true, level=release_spec the release specs held (suspended themselves or by their spec). autox makes no Helm write for them.",
+	}, []string{"level"})
+}
+
+// setSuspended sets the suspended gauges from cfg; m may be nil.
+func (m *Metrics) setSuspended(cfg *config.Config) {
+	if m == nil {
+		return
+	}
+	var specs, releaseSpecs int
+	for _, name := range cfg.SpecNames() {
+		spec := cfg.Specs[name]
+		specs += b2i(spec.Suspend)
+		for _, id := range spec.ReleaseSpecIDs() {
+			releaseSpecs += b2i(spec.Suspended(id) != "")
+		}
+	}
+	m.suspended.WithLabelValues("spec").Set(float64(specs))
+	m.suspended.WithLabelValues("release_spec").Set(float64(releaseSpecs))
+}

@@ -45,7 +45,7 @@ func TestUnreadableNamespaceBlocksOnlyItsReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Helm.Install(ctx, helmops.Desired{Spec: "old", ReleaseSpec: "hello", Name: "old-hello", Namespace: h.NS, Chart: ch}); err != nil {
+	if _, err := h.Helm.Install(ctx, helmops.Target{Spec: "old", ReleaseSpec: "hello", Name: "old-hello", Namespace: h.NS, Chart: ch}); err != nil {
 		t.Fatal(err)
 	}
 

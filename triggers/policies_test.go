@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/redact"
 )
@@ -32,14 +33,14 @@ func (s *orderSpy) note(format string, args ...interface{}) {
 	s.events = append(s.events, fmt.Sprintf(format, args...))
 }
 
-func (s *orderSpy) Install(ctx context.Context, d helmops.Desired) (int, error) {
+func (s *orderSpy) Install(ctx context.Context, d helmops.Target) (int, error) {
 	s.note("start install %s", d.Name)
 	rev, err := s.Helm.Install(ctx, d)
 	s.note("end install %s: %v", d.Name, err)
 	return rev, err
 }
 
-func (s *orderSpy) UninstallWith(ctx context.Context, namespace, name string, current int, hide *redact.Redactor, p helmops.Policy) error {
+func (s *orderSpy) UninstallWith(ctx context.Context, namespace, name string, current int, hide *redact.Redactor, p config.Policy) error {
 	s.note("start uninstall %s", name)
 	err := s.Helm.UninstallWith(ctx, namespace, name, current, hide, p)
 	s.note("end uninstall %s: %v", name, err)
@@ -141,7 +142,7 @@ specs:
 	if gauge("spec") != 1 || gauge("release_spec") != 3 {
 		t.Errorf("suspended: spec %v, release_spec %v; want 1 and 3", gauge("spec"), gauge("release_spec"))
 	}
-	h.ctrl.ApplyConfig(context.Background(), h.config(webSpec(`      hello: {chart: {path: {{.Charts}}/hello}}
+	h.ctrl.Reconfigure(context.Background(), h.config(webSpec(`      hello: {chart: {path: {{.Charts}}/hello}}
 `)))
 	if gauge("spec") != 0 || gauge("release_spec") != 0 {
 		t.Errorf("after the config change: spec %v, release_spec %v; want 0", gauge("spec"), gauge("release_spec"))

@@ -37,7 +37,7 @@ func TestStuckReconcileFailsLiveness(t *testing.T) {
 		t.Errorf("a reconcile within its bounds reported stuck: %v", err)
 	}
 	// One release spec: the bound is 2 × (1 + 1) × StaleAfter + 1m.
-	limit := 4*h.ctrl.rec.Observer().StaleAfter() + time.Minute
+	limit := 4*h.ctrl.rec.Observer().Defaults().Of(nil).StaleAfter() + time.Minute
 	err = h.ctrl.Stuck(now.Add(limit + time.Second))
 	if err == nil || !strings.Contains(err.Error(), "spec web") {
 		t.Errorf("a reconcile running past %s: Stuck = %v, want an error naming the spec", limit, err)

@@ -44,9 +44,10 @@ type ReconcilerOptions struct {
 	// State holds the config in force (it changes on reload) and the
 	// namespaces garbage collection looks in.
 	State *ConfigState
-	// StaleAfter is how old a pending release must be before it is unlocked:
-	// --helm-timeout plus a grace period (DESIGN §5).
-	StaleAfter time.Duration
+	// Defaults are the policies of release specs that set none:
+	// --helm-timeout (also what a pending release's unlock age is measured
+	// from, DESIGN §5) and --max-history.
+	Defaults config.PolicyDefaults
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	Log zerolog.Logger
@@ -57,20 +58,25 @@ type ReconcilerOptions struct {
 	// each release's namespace, of releases that name none ("" for autox).
 	DefaultServiceAccount string
 	// Managed, if set, records the namespaces this instance manages in the
-	// cluster (DESIGN §4); installs wait until their namespace is recorded.
+	// cluster (DESIGN §4); installs wait until their namespace is recorded,
+	// and a reconcile records it before them.
 	Managed *ManagedSet
+	// Recorded, without Managed, is the record as read once (plan, which
+	// writes nothing); nil with neither: no record is kept, nothing waits.
+	Recorded *plan.ManagedNamespaces
 }
 
 // Attempts reads and writes the records of failed attempts (attempts.Store).
 type Attempts interface {
-	observe.AttemptRecords
-	apply.AttemptRecords
+	observe.AttemptReader
+	apply.AttemptWriter
 }
 
 // Reconciler runs one queue key through observe → plan → apply: the
-// Observer reads, plan.Decide decides, the Applier acts. It holds no
-// per-spec state beyond what its Observer shares with the pass: every call
-// starts from a live read of the cluster.
+// Observer reads, plan.Decide decides, the Applier acts, around again while
+// an act changes what the decision read (run). It holds no per-spec state
+// beyond what its Observer shares with the pass: every call starts from a
+// live read of the cluster.
 type Reconciler struct {
 	opts     ReconcilerOptions
 	observer *observe.Observer
@@ -88,8 +94,15 @@ func NewReconciler(opts ReconcilerOptions) *Reconciler {
 	if opts.Metrics != nil {
 		ops = opts.Metrics
 	}
+	var managed func() *plan.ManagedNamespaces
+	switch {
+	case opts.Managed != nil:
+		managed = opts.Managed.Recorded
+	case opts.Recorded != nil:
+		managed = func() *plan.ManagedNamespaces { return opts.Recorded }
+	}
 	r.observer = observe.New(observe.Options{Releases: opts.Helm, Records: opts.Inventory, Triggers: opts.Triggers,
-		Sources: opts.Sources, Charts: opts.Charts, GCNamespaces: opts.State.GCNamespaces, StaleAfter: opts.StaleAfter,
+		Sources: opts.Sources, Charts: opts.Charts, GCNamespaces: opts.State.GCNamespaces, Managed: managed, Defaults: opts.Defaults,
 		Attempts: opts.Attempts, Now: opts.Now, Log: opts.Log, DefaultServiceAccount: opts.DefaultServiceAccount})
 	r.applier = apply.New(apply.Options{Helm: opts.Helm, Charts: r.observer.LoadChart,
 		ConfigDir: func() string { return opts.State.Config().Dir }, Attempts: opts.Attempts, Events: opts.Events, Operations: ops, Log: opts.Log,
@@ -165,10 +178,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) (follow []string
 		r.opts.Metrics.releaseSpecOutcomes(specName, obj, ids, all)
 		return nil, err
 	}
-	err = r.run(ctx, o, start, func(ctx context.Context) (*observe.Observed, error) {
+	trigger, err := r.run(ctx, o, start, func(ctx context.Context) (*plan.Observation, error) {
 		return r.observer.Observe(ctx, cfg, specName, obj)
 	})
-	if !obj.IsZero() && !o.State.Wanted() && o.State != plan.TriggerConflict {
+	if !obj.IsZero() && !trigger.Wanted() && trigger != plan.TriggerConflict {
 		r.observer.Admissions().Leave(specName, obj)
 	}
 	return nil, err
@@ -189,54 +202,60 @@ func (r *Reconciler) sweep(ctx context.Context, cfg *config.Config, specName str
 	for _, o := range objs {
 		follow = append(follow, ObjectKey(specName, o))
 	}
-	return follow, r.run(ctx, unattributed, start, nil)
+	_, err = r.run(ctx, unattributed, start, nil)
+	return follow, err
 }
 
-// run decides an observation and applies its plan. The steps after the
-// plan's removals were decided on the cluster before them: a name or
-// objects a removal frees are another release spec's at once. So when a
-// removal ran and other steps follow, the key is observed again (reobserve,
-// nil when there is nothing to read again) and those steps decided anew,
-// in the same reconcile: never left to the next pass.
-func (r *Reconciler) run(ctx context.Context, o *observe.Observed, start time.Time, reobserve func(context.Context) (*observe.Observed, error)) error {
-	// An install into a namespace the record of managed namespaces does
-	// not hold yet waits (ManagedSet.Admit: a failure of its release spec),
-	// and so does the removal that waits for it as its replacement; the
-	// other steps go on. applied and stepErrs are the steps run and their
-	// errors, for the outcomes.
-	p := r.opts.Managed.Admit(ctx, plan.Decide(o.Observation))
-	var errs, stepErrs []error
-	var applied []plan.Step
-	if n := plan.LeadingRemovals(p.Steps); n == 0 || reobserve == nil || (n == len(p.Steps) && len(p.Failed) == 0) {
-		applied, stepErrs = p.Steps, r.applier.Apply(ctx, o, p.Steps)
-		errs = append([]error{r.applier.Report(o, p)}, stepErrs...)
-	} else {
-		removalErrs, removed := r.applier.RemoveFirst(ctx, o, p.Steps)
-		applied, stepErrs = p.Steps[:len(removalErrs)], removalErrs
-		errs = removalErrs
+// run is the loop of one reconcile: decide what o observed, act, and go
+// round again while an act changed what the decision read, in the same
+// reconcile (never left to the next pass):
+//   - a step waits for its namespace to be recorded (DESIGN §4): the record
+//     is synced, once, and the plan decided again from it; a step still
+//     waiting then fails, applied unrecorded never;
+//   - the first act ran only the leading removals (apply.Acts): what they
+//     freed, a name or objects, is another release spec's at once, so the
+//     key is observed again (reobserve; nil when there is nothing to read
+//     again) and decided anew;
+//   - else every step was applied: done.
+//
+// It returns the trigger's state in the last plan.
+func (r *Reconciler) run(ctx context.Context, o *plan.Observation, start time.Time, reobserve func(context.Context) (*plan.Observation, error)) (plan.TriggerState, error) {
+	acts := r.applier.Start(reobserve != nil)
+	recorded := false
+	var p plan.Plan
+	for {
+		p = plan.Decide(*o)
+		if p.Unrecorded() && !recorded && r.opts.Managed != nil {
+			// Recorded first, and decided again from the record as written.
+			recorded = true
+			_ = r.opts.Managed.Sync(ctx) // its error is the record's: the waiting steps say it
+			o.Managed = r.opts.Managed.Recorded()
+			continue
+		}
+		if !acts.Act(ctx, p) {
+			break
+		}
 		again, err := reobserve(ctx)
 		if err != nil {
 			// The rest waits for the retry, which observes anew.
-			errs = append(errs, r.applier.Report(o, p), fmt.Errorf("cannot decide again after the removals: %w", err))
-		} else {
-			o, p = again, r.opts.Managed.Admit(ctx, plan.Decide(again.Observation))
-			after := r.applier.ApplyAfter(ctx, o, p.Steps, removed)
-			applied, stepErrs = append(applied, p.Steps...), append(stepErrs, after...)
-			errs = append(append(errs, r.applier.Report(o, p)), after...)
+			acts.Fail(fmt.Errorf("cannot decide again after the removals: %w", err))
+			break
 		}
+		o = again
 	}
-	err := errors.Join(errs...)
-	r.count(o.Spec, err, start)
-	r.opts.Metrics.releaseSpecOutcomes(o.Spec, o.Object, r.releaseSpecIDs(o.Spec), outcomes(o.Observation, p.Failed, applied, stepErrs))
+	err := acts.Err()
+	steps, stepErrs := acts.Done()
+	r.count(p.Spec, err, start)
+	r.opts.Metrics.releaseSpecOutcomes(p.Spec, p.Object, r.releaseSpecIDs(p.Spec), outcomes(p.Failed, steps, stepErrs))
 	ev := r.opts.Log.Debug()
 	if err != nil {
 		ev = r.opts.Log.Error().Err(err)
 	}
-	if !o.Object.IsZero() {
-		ev = ev.Str("object", o.Object.String())
+	if !p.Object.IsZero() {
+		ev = ev.Str("object", p.Object.String())
 	}
-	ev.Str("spec", o.Spec).Dur("duration", time.Since(start)).Int("releases", len(p.Steps)).Msg("spec reconciled")
-	return err
+	ev.Str("spec", p.Spec).Dur("duration", time.Since(start)).Int("releases", len(p.Steps)).Msg("spec reconciled")
+	return p.Trigger, err
 }
 
 // count records one reconcile of a spec, failed ones included (a trigger

@@ -43,8 +43,8 @@ func (s *ConfigState) Config() *config.Config {
 	return s.cfg
 }
 
-// Apply puts cfg in force and returns the config it replaces.
-func (s *ConfigState) Apply(cfg *config.Config) *config.Config {
+// Replace puts cfg in force and returns the config it replaces.
+func (s *ConfigState) Replace(cfg *config.Config) *config.Config {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.cfg

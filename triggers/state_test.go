@@ -19,7 +19,7 @@ func TestRecordRules(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	type op func(s *ConfigState, stored *[]string)
 	remember := func(ns ...string) op { return func(s *ConfigState, _ *[]string) { s.Remember(ns) } }
-	apply := func(ns ...string) op { return func(s *ConfigState, _ *[]string) { s.Apply(namespaces(ns...)) } }
+	apply := func(ns ...string) op { return func(s *ConfigState, _ *[]string) { s.Replace(namespaces(ns...)) } }
 	collected := func(safeSince time.Time, ns ...string) op {
 		return func(s *ConfigState, _ *[]string) { s.Collected(ns, safeSince) }
 	}

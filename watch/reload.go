@@ -51,9 +51,9 @@ var errUnsettled = errors.New("the file is still being written; will check again
 
 // Reloader applies the config file when its content changed and is valid.
 type Reloader struct {
-	path  string
-	apply func(context.Context, *config.Config)
-	parse func(path string, data []byte) (*config.Config, error)
+	path        string
+	reconfigure func(context.Context, *config.Config)
+	parse       func(path string, data []byte) (*config.Config, error)
 	// settle is the pause between the two reads that must agree before a
 	// content is trusted, so a file caught mid-write is not taken for whole.
 	settle time.Duration
@@ -99,8 +99,8 @@ func Load(path string) (*Initial, error) {
 type ReloaderOptions struct {
 	// Initial is the config in force at start.
 	Initial *Initial
-	// Apply puts a new valid config in force.
-	Apply func(context.Context, *config.Config)
+	// Reconfigure puts a new valid config in force.
+	Reconfigure func(context.Context, *config.Config)
 	// Metrics (optional) records every outcome.
 	Metrics *Metrics
 	// OnOutcome, if set, is told every outcome.
@@ -110,7 +110,7 @@ type ReloaderOptions struct {
 
 // NewReloader returns a Reloader whose config in force is opts.Initial's.
 func NewReloader(opts ReloaderOptions) *Reloader {
-	r := &Reloader{path: opts.Initial.Path, apply: opts.Apply, parse: config.ParseFile, settle: 50 * time.Millisecond,
+	r := &Reloader{path: opts.Initial.Path, reconfigure: opts.Reconfigure, parse: config.ParseFile, settle: 50 * time.Millisecond,
 		log: opts.Log, metrics: opts.Metrics, onOutcome: opts.OnOutcome, lastApplied: opts.Initial.sum}
 	r.current.Store(opts.Initial.Config)
 	opts.Metrics.loaded(time.Now())
@@ -118,8 +118,8 @@ func NewReloader(opts ReloaderOptions) *Reloader {
 }
 
 // Current returns the newest valid config the Reloader has seen: the one
-// NewReloader loaded, or the last one passed to apply (it is set just before
-// apply is called). It never waits for a running check, so a replica that
+// NewReloader loaded, or the last one passed to reconfigure (it is set just before
+// reconfigure is called). It never waits for a running check, so a replica that
 // becomes leader can ask for the config to act on at any time.
 func (r *Reloader) Current() *config.Config {
 	return r.current.Load()
@@ -179,7 +179,7 @@ func (r *Reloader) check(ctx context.Context) Outcome {
 	r.current.Store(cfg)
 	r.lastApplied = sum
 	r.lastRejected = ""
-	r.apply(ctx, cfg)
+	r.reconfigure(ctx, cfg)
 	r.log.Info().Str("config", r.path).Str("outcome", string(Applied)).Int("specs", len(cfg.Specs)).
 		Str("sha256", fmt.Sprintf("%x", sum[:8])).Msg("config reload: new config applied")
 	return Applied

@@ -41,7 +41,7 @@ func TestReloader(t *testing.T) {
 	}
 	cfg := initial.Config
 	var outcomes []Outcome
-	r := NewReloader(ReloaderOptions{Initial: initial, Apply: func(_ context.Context, c *config.Config) { applied = append(applied, c) },
+	r := NewReloader(ReloaderOptions{Initial: initial, Reconfigure: func(_ context.Context, c *config.Config) { applied = append(applied, c) },
 		OnOutcome: func(o Outcome) { outcomes = append(outcomes, o) }, Log: logs.logger()})
 	if err != nil || len(cfg.Specs) != 1 {
 		t.Fatalf("NewReloader: %v %v", cfg, err)
@@ -141,7 +141,7 @@ func TestReloaderCanceled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := NewReloader(ReloaderOptions{Initial: initial, Apply: func(context.Context, *config.Config) {}, Log: logs.logger()})
+	r := NewReloader(ReloaderOptions{Initial: initial, Reconfigure: func(context.Context, *config.Config) {}, Log: logs.logger()})
 	must(t, err)
 	k.Update(badA)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -176,7 +176,7 @@ func TestReloaderUnsettled(t *testing.T) {
 		t.Fatal(err)
 	}
 	var outcomes []Outcome
-	r := NewReloader(ReloaderOptions{Initial: initial, Apply: func(context.Context, *config.Config) { applied++ },
+	r := NewReloader(ReloaderOptions{Initial: initial, Reconfigure: func(context.Context, *config.Config) { applied++ },
 		OnOutcome: func(o Outcome) { outcomes = append(outcomes, o) }, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/autox-dev/autox/config"
@@ -30,6 +29,7 @@ import (
 	"github.com/autox-dev/autox/triggers"
 	"github.com/autox-dev/autox/triggers/attempts"
 	"github.com/autox-dev/autox/triggers/observe"
+	"github.com/autox-dev/autox/triggers/plan"
 )
 
 // clusterFlags are the flags of every command that talks to the cluster.
@@ -86,6 +86,8 @@ type clusterDeps struct {
 	defaultServiceAccount string
 	// pageSize is --list-page-size.
 	pageSize int64
+	// defaults are the policies of release specs that set none.
+	defaults config.PolicyDefaults
 }
 
 // connect builds the clients of a command that talks to the cluster.
@@ -151,20 +153,20 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 	return &clusterDeps{rest: rc, helm: helm, inv: inv, meta: mc, mapper: mapper, client: cs, storageDriver: c.storageDriver, pageSize: c.listPageSize,
-		defaultServiceAccount: c.defaultServiceAccount}, nil
+		defaultServiceAccount: c.defaultServiceAccount, defaults: config.PolicyDefaults{Timeout: c.helmTimeout, MaxHistory: c.maxHistory}}, nil
 }
 
-// reconciler builds the one kind of Reconciler that run and plan share, so
-// they cannot disagree about what to do. m, events and managed may be nil (plan).
-func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts chartsource.ChartSource, helmTimeout time.Duration,
-	m *triggers.Metrics, events record.EventRecorder, managed *triggers.ManagedSet, log zerolog.Logger) *triggers.Reconciler {
-	return triggers.NewReconciler(triggers.ReconcilerOptions{
+// reconciler is what builds the one kind of Reconciler that run and plan
+// share, so they cannot disagree about what to do: run adds its metrics,
+// Events and the record of managed namespaces it keeps, plan the record as
+// it read it.
+func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts chartsource.ChartSource, log zerolog.Logger) triggers.ReconcilerOptions {
+	return triggers.ReconcilerOptions{
 		Helm: d.helm, Charts: charts, Triggers: observe.TriggerReader{Client: d.meta, Mapper: d.mapper, PageSize: d.pageSize}, Inventory: d.inv,
 		Sources:  d.sources(),
 		Attempts: attempts.Store{Client: d.client, Instance: d.helm.Instance()},
-		State:    state, StaleAfter: helmTimeout + 30*time.Second, Log: log, Metrics: m, Events: events, Managed: managed,
-		DefaultServiceAccount: d.defaultServiceAccount,
-	})
+		State:    state, Defaults: d.defaults, Log: log, DefaultServiceAccount: d.defaultServiceAccount,
+	}
 }
 
 // sources reads valuesFrom objects; Secrets only when release records are
@@ -241,13 +243,23 @@ func (c *clusterFlags) restConfig(version string, log zerolog.Logger) (*rest.Con
 // Run outside the cluster, the record's namespace defaults to "default"
 // while autox itself runs in its pod's namespace: an absent record there is
 // most likely the wrong place, and the warning says which flag to set.
-func (d *clusterDeps) rememberManaged(ctx context.Context, c *clusterFlags, state *triggers.ConfigState, log zerolog.Logger) error {
+//
+// It returns the record as a plan decides with it: what run would record
+// before its first reconcile of this config (ConfigState.Record: what the
+// record holds, the config's namespaces, the dropped ones), so an install
+// waits in the plan where it would in run: when the record cannot be read,
+// in every namespace.
+func (d *clusterDeps) rememberManaged(ctx context.Context, c *clusterFlags, state *triggers.ConfigState, log zerolog.Logger) (*plan.ManagedNamespaces, error) {
+	name := c.leaderElectionNamespace + "/" + triggers.ManagedSetName(c.instance)
 	recorded, found, err := triggers.ReadManagedSet(ctx, d.client.CoreV1(), c.leaderElectionNamespace, c.instance)
 	if err == nil && !found && os.Getenv("POD_NAMESPACE") == "" {
-		log.Warn().Str("configMap", c.leaderElectionNamespace+"/"+triggers.ManagedSetName(c.instance)).
+		log.Warn().Str("configMap", name).
 			Msg("no record of the namespaces this instance has managed here; releases in namespaces the config dropped are not shown. " +
 				"Pass --leader-election-namespace with the namespace autox runs in (its Lease's namespace)")
 	}
+	if err != nil {
+		return &plan.ManagedNamespaces{ConfigMap: name, Err: err}, err
+	}
 	state.Remember(recorded)
-	return err
+	return &plan.ManagedNamespaces{ConfigMap: name, Namespaces: state.Record(recorded)}, nil
 }

@@ -73,7 +73,7 @@ func newListCommand(version string) *cobra.Command {
 			state := triggers.NewConfigState(cfg)
 			var recordErr error
 			if namespace == "" || !cfg.Manages(namespace) {
-				recordErr = deps.rememberManaged(cmd.Context(), &cf, state, log)
+				_, recordErr = deps.rememberManaged(cmd.Context(), &cf, state, log)
 			}
 			namespaces := state.GCNamespaces()
 			if namespace != "" {
@@ -113,8 +113,7 @@ func listRows(cfg *config.Config, instance string, rels []*format.Release, onlyO
 	rows := []listedRelease{}
 	for _, r := range rels {
 		adopter, handedOver := plan.AdopterOf(cfg, instance, r)
-		orphan := !handedOver && !plan.WantedBy(cfg, format.Record{Name: r.Name, Namespace: r.Namespace, Spec: r.Spec, ReleaseSpec: r.ReleaseSpec,
-			ObjectNamespace: r.ObjectNamespace, ObjectName: r.ObjectName})
+		orphan := !handedOver && !plan.WantedBy(cfg, r.Record)
 		if onlyOrphans && !orphan {
 			continue
 		}

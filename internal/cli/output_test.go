@@ -17,8 +17,8 @@ import (
 func TestPlanShowsHeldSteps(t *testing.T) {
 	steps := []plan.Step{{Action: plan.ActionSuspended, Pending: plan.ActionUpgrade, Suspended: config.SuspendedBySpec,
 		Spec: "web", ReleaseSpec: "hello", Release: "web-hello", Namespace: "apps",
-		Reason:   "spec suspended; otherwise: upgrade (values changed: .greeting)",
-		Policies: &plan.Policies{Wait: true, Timeout: "90s"}}}
+		Reason: "spec suspended; otherwise: upgrade (values changed: .greeting)",
+		Policy: config.PolicyDefaults{}.Of(&config.ReleaseSpec{Wait: true, Timeout: "90s"})}}
 	var table bytes.Buffer
 	if err := printSteps(&table, "table", steps); err != nil {
 		t.Fatal(err)
@@ -47,9 +47,9 @@ func TestListShowsSuspended(t *testing.T) {
 		}},
 	}}
 	rels := []*format.Release{
-		{Name: "web-hello", Namespace: "apps", Spec: "web", ReleaseSpec: "hello", Instance: format.DefaultInstance},
-		{Name: "api-held", Namespace: "apps", Spec: "api", ReleaseSpec: "held", Instance: format.DefaultInstance},
-		{Name: "api-free", Namespace: "apps", Spec: "api", ReleaseSpec: "free", Instance: format.DefaultInstance},
+		{Record: format.Record{Name: "web-hello", Namespace: "apps", Spec: "web", ReleaseSpec: "hello", Instance: format.DefaultInstance}},
+		{Record: format.Record{Name: "api-held", Namespace: "apps", Spec: "api", ReleaseSpec: "held", Instance: format.DefaultInstance}},
+		{Record: format.Record{Name: "api-free", Namespace: "apps", Spec: "api", ReleaseSpec: "free", Instance: format.DefaultInstance}},
 	}
 	rows := listRows(cfg, format.DefaultInstance, rels, false, "")
 	var table bytes.Buffer

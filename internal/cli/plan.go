@@ -48,8 +48,10 @@ cluster error, 2 changes pending (only with --detailed-exitcode).`,
 			state := triggers.NewConfigState(cfg)
 			// A record that cannot be read leaves the plan to the
 			// config's namespaces, and makes it incomplete.
-			recordErr := deps.rememberManaged(cmd.Context(), &cf, state, log)
-			steps, planErr := triggers.DryRunAll(cmd.Context(), deps.reconciler(state, chartsource.LocalCharts{Keyrings: cf.keyrings(deps.client)}, cf.helmTimeout, nil, nil, nil, log), deps.inv)
+			recorded, recordErr := deps.rememberManaged(cmd.Context(), &cf, state, log)
+			opts := deps.reconciler(state, chartsource.LocalCharts{Keyrings: cf.keyrings(deps.client)}, log)
+			opts.Recorded = recorded
+			steps, planErr := triggers.DryRunAll(cmd.Context(), triggers.NewReconciler(opts), deps.inv)
 			planErr = errors.Join(recordErr, planErr)
 			if err := printSteps(cmd.OutOrStdout(), output, steps); err != nil {
 				return &exitError{1, err}

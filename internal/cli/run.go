@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -21,7 +19,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/internal/leader"
@@ -96,6 +93,11 @@ func defaultLeaseNamespace() string {
 	return "default"
 }
 
+// run is `autox run`: it wires the parts below in order — the config and
+// its watch, the metrics, the clients, the HTTP probes — and then leads, or
+// waits to, until a signal stops it. Every replica, leader or not, watches
+// and validates the config file: a replica that becomes leader acts on the
+// last valid config it saw.
 func run(cmd *cobra.Command, f *runFlags, version string) error {
 	log, err := newLogger(cmd.ErrOrStderr(), f.logLevel, f.logFormat)
 	if err != nil {
@@ -104,112 +106,44 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 	routeKlog(log)
 	// Helm prints some warnings with the standard logger, values included.
 	defer helmops.RouteStdLog(log)()
-	if f.config == "" {
-		return &exitError{1, errors.New("--config is required")}
-	}
-	if err := f.clusterFlags.check(); err != nil {
+	if err := f.check(); err != nil {
 		return &exitError{1, err}
-	}
-	if f.leaderElectID == "" {
-		f.leaderElectID = f.instance
 	}
 	initial, err := watch.Load(f.config)
 	if err != nil {
 		return configError(cmd, f.config, err)
 	}
-	cfg := initial.Config
-	// Each component registers its own metrics on the one registry served.
-	registry, err := newRegistry()
-	if err != nil {
+	r := &runner{f: f, version: version, log: log, live: &liveController{state: triggers.NewConfigState(initial.Config), log: log},
+		// Failing specs keep their backoff from one leadership term to the next.
+		backoff: triggers.NewBackoff(0, 0)}
+	if err := r.registerMetrics(); err != nil {
 		return &exitError{1, err}
 	}
-	watchMetrics, err := watch.NewMetrics(registry)
-	if err != nil {
-		return &exitError{1, fmt.Errorf("cannot register metrics: %w", err)}
-	}
-	leaderMetrics, err := leader.NewMetrics(registry)
-	if err != nil {
-		return &exitError{1, fmt.Errorf("cannot register metrics: %w", err)}
-	}
-	loopMetrics, err := triggers.NewMetrics(registry)
-	if err != nil {
-		return &exitError{1, fmt.Errorf("cannot register metrics: %w", err)}
-	}
-	live := &liveController{state: triggers.NewConfigState(cfg), log: log}
-	// Every replica, leader or not, watches and validates the config file:
-	// a replica that becomes leader acts on the last valid config it saw.
-	reloader := watch.NewReloader(watch.ReloaderOptions{Initial: initial, Apply: live.apply, Metrics: watchMetrics, Log: log})
+	r.reloader = watch.NewReloader(watch.ReloaderOptions{Initial: initial, Reconfigure: r.live.reconfigure, Metrics: r.metrics.watch, Log: log})
 	if watch.LooksLikeSubPath(f.config) {
 		log.Warn().Str("config", f.config).Msg("the config file is a mount point of its own, as with a subPath volume mount: " +
 			"the kubelet never updates those, so config changes will not reach autox; mount the whole ConfigMap as a directory")
 	}
-	base, err := f.clusterFlags.restConfig(version, log)
+	leaseClient, err := r.connect()
 	if err != nil {
 		return &exitError{1, err}
 	}
-	// The Lease is renewed outside the shared rate limit: a busy
-	// convergence must not delay renewals into a lost leadership.
-	leaseConfig := rest.CopyConfig(base)
-	leaseConfig.RateLimiter, leaseConfig.QPS, leaseConfig.Burst = nil, -1, 0
-	leaseClient, err := kubernetes.NewForConfig(leaseConfig)
-	if err != nil {
-		return &exitError{1, fmt.Errorf("cannot create Kubernetes client: %w", err)}
-	}
-
 	ctx, stop := signalContext(log)
 	defer stop()
-
-	var leading atomic.Bool
-	// Keyring Secrets are read with autox's identity, like values sources.
-	own, err := kubernetes.NewForConfig(base)
-	if err != nil {
-		return &exitError{1, fmt.Errorf("cannot create Kubernetes client: %w", err)}
-	}
-	charts, err := chartsource.NewChartCache(chartsource.ChartCacheOptions{
-		Dir: f.cacheDir, RepositoryConfig: f.repositoryConfig, RegistryConfig: f.registryConfig,
-		Refresh: f.indexRefresh, Timeout: f.helmTimeout, Keyrings: f.clusterFlags.keyrings(own), Log: log,
-	})
-	if err != nil {
-		return &exitError{1, err}
-	}
 	w, err := watch.New(watch.Options{
 		Path: f.config, Debounce: f.configDebounce, CheckInterval: f.configCheckInterval,
-		OnChange: func() { reloader.Check(ctx) }, Metrics: watchMetrics, Log: log,
+		OnChange: func() { r.reloader.Check(ctx) }, Metrics: r.metrics.watch, Log: log,
 	})
 	if err != nil {
 		return &exitError{1, err}
 	}
-
-	if f.httpAddr != "" {
-		srv, err := serveHTTP(f.httpAddr, registry, probes{
-			// A standby is ready: it holds a valid config and takes over on its own.
-			ready: func() error {
-				if c := live.current(); leading.Load() && (c == nil || !c.Ready()) {
-					return errors.New("start-up cleanup has not finished or informers have not synced")
-				}
-				return nil
-			},
-			// Only stuck loops fail liveness: a bad config or chart never does.
-			healthy: func() error {
-				now := time.Now()
-				if c := live.current(); c != nil {
-					if err := c.Stuck(now); err != nil {
-						return err
-					}
-				}
-				return w.Stuck(now)
-			},
-		}, log)
-		if err != nil {
-			return &exitError{1, err}
-		}
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-		}()
+	shutdown, err := r.serve(w)
+	if err != nil {
+		return &exitError{1, err}
 	}
+	defer shutdown()
 
+	cfg := initial.Config
 	log.Info().Str("config", f.config).Int("specs", len(cfg.Specs)).Strs("namespaces", cfg.Namespaces).
 		Str("instance", f.instance).Str("version", version).Str("defaultServiceAccount", f.defaultServiceAccount).Msg("autox starting")
 	// Watch returns only when ctx ends: without fsnotify it goes on with
@@ -223,129 +157,184 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 		stop()
 		<-watchDone
 	}()
-
-	// Failing specs keep their backoff from one leadership term to the next.
-	backoff := triggers.NewBackoff(0, 0)
-	// lead runs one leadership term: everything it builds writes through
-	// the term's fenced clients, so nothing it started can write after the
-	// term has ended.
-	lead := func(ctx context.Context, term *leader.Term) error {
-		deps, err := f.clusterFlags.clients(term.RESTConfig(base), log)
-		if err != nil {
-			return err
-		}
-		events := record.NewBroadcaster()
-		defer events.Shutdown()
-		events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: deps.client.CoreV1().Events("")})
-		// The term's reads of release records go through an index of their
-		// metadata, fed by the term's own watch (started and stopped by Run).
-		records := deps.helm.NewRecordIndex()
-		ctrl := live.attach(func(state *triggers.ConfigState) *triggers.Controller {
-			// The record of managed namespaces is written through the
-			// term's fence too, with or without leader election.
-			managed := triggers.NewManagedSet(triggers.ManagedSetOptions{Client: deps.client.CoreV1(),
-				Namespace: f.leaderElectionNamespace, Instance: f.instance, State: state, Log: log})
-			rec := deps.reconciler(state, charts, f.helmTimeout, loopMetrics,
-				events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"}), managed, log)
-			return triggers.NewController(triggers.Options{
-				Reconciler: rec, Inventory: deps.inv, Metadata: deps.meta, Records: records, Workers: f.workers, Resync: f.resync,
-				ShutdownTimeout: f.shutdownTimeout, Metrics: loopMetrics, RequestCount: apiRequests.Load, Log: log,
-				Backoff: backoff, Fenced: term.Done(), ValuesCoalesce: f.valuesCoalesce,
-			})
-		})
-		defer live.detach()
-		// Catch up with a file changed since the last check.
-		reloader.Check(ctx)
-		return ctrl.Run(ctx)
-	}
-
-	electionOpts := leader.Options{
-		Client: leaseClient, Namespace: f.leaderElectionNamespace, Name: f.leaderElectID,
-		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
-		OnLeading: leading.Store, Metrics: leaderMetrics, Log: log,
-	}
-	var runErr error
-	if f.leaderElect {
-		runErr = leader.Run(ctx, electionOpts, lead)
-	} else {
-		runErr = leader.RunAlone(ctx, electionOpts, lead)
-	}
-	if runErr != nil {
-		return &exitError{1, runErr}
+	if err := r.elect(ctx, leaseClient); err != nil {
+		return &exitError{1, err}
 	}
 	log.Info().Msg("autox stopped")
 	return nil
 }
 
-// liveController is the controller of the current leadership term, if any,
-// and the config state every term shares. Config reloads go through it, so a
-// reload is applied by the running controller, or kept for the next term.
-type liveController struct {
-	state *triggers.ConfigState
-	log   zerolog.Logger
-
-	mu   sync.Mutex
-	ctrl *triggers.Controller
-}
-
-// apply is the reloader's callback for a new valid config.
-func (l *liveController) apply(ctx context.Context, cfg *config.Config) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ctrl == nil {
-		l.state.Apply(cfg)
-		l.log.Info().Int("specs", len(cfg.Specs)).Msg("config kept for when this process leads")
-		return
+// check validates the flags of run before anything is read or connected.
+func (f *runFlags) check() error {
+	if f.config == "" {
+		return errors.New("--config is required")
 	}
-	ch := l.ctrl.ApplyConfig(ctx, cfg)
-	l.log.Info().Strs("removedSpecs", ch.RemovedSpecs).Strs("addedSpecs", ch.AddedSpecs).
-		Strs("changedSpecs", ch.ChangedSpecs).Int("removedReleaseSpecs", len(ch.RemovedReleaseSpecs)).Msg("config changes")
+	if err := f.clusterFlags.check(); err != nil {
+		return err
+	}
+	if f.leaderElectID == "" {
+		f.leaderElectID = f.instance
+	}
+	return nil
 }
 
-// attach builds the term's controller; no reload can slip in between the
-// config it starts from and its registration.
-func (l *liveController) attach(build func(*triggers.ConfigState) *triggers.Controller) *triggers.Controller {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.ctrl = build(l.state)
-	return l.ctrl
+// runner is what run wires, for the parts that use it.
+type runner struct {
+	f       *runFlags
+	version string
+	log     zerolog.Logger
+	// live is the controller of the current term and the config state
+	// every term shares; reloader puts reloaded configs in force through it.
+	live     *liveController
+	reloader *watch.Reloader
+	metrics  runMetrics
+	// base is the REST config every client is built from; charts the chart
+	// cache every term shares; backoff the retry delays of failing specs.
+	base    *rest.Config
+	charts  *chartsource.ChartCache
+	backoff *triggers.Backoff
+	leading atomic.Bool
 }
 
-func (l *liveController) detach() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.ctrl = nil
+// runMetrics are the metrics each component registers on the one
+// registry served.
+type runMetrics struct {
+	registry *prometheus.Registry
+	watch    *watch.Metrics
+	leader   *leader.Metrics
+	loop     *triggers.Metrics
 }
 
-func (l *liveController) current() *triggers.Controller {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ctrl
+func (r *runner) registerMetrics() error {
+	registry, err := newRegistry()
+	if err != nil {
+		return err
+	}
+	m := runMetrics{registry: registry}
+	if m.watch, err = watch.NewMetrics(registry); err != nil {
+		return fmt.Errorf("cannot register metrics: %w", err)
+	}
+	if m.leader, err = leader.NewMetrics(registry); err != nil {
+		return fmt.Errorf("cannot register metrics: %w", err)
+	}
+	if m.loop, err = triggers.NewMetrics(registry); err != nil {
+		return fmt.Errorf("cannot register metrics: %w", err)
+	}
+	r.metrics = m
+	return nil
 }
 
-// signalContext is cancelled by the first SIGINT or SIGTERM; a second one
-// exits at once.
-func signalContext(log zerolog.Logger) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		s, ok := <-ch
-		if !ok {
-			return
-		}
-		log.Info().Str("signal", s.String()).Msg("stopping; a second signal exits at once")
-		cancel()
-		if _, ok := <-ch; ok {
-			os.Exit(1)
-		}
-	}()
-	var once sync.Once
-	return ctx, func() {
-		once.Do(func() {
-			signal.Stop(ch)
-			close(ch)
-			cancel()
+// connect builds what talks to the cluster outside a term: the REST config
+// (each term builds its fenced clients from it), the chart cache (its
+// keyring Secrets are read with autox's identity, like values sources), and
+// the Lease's client, which it returns.
+func (r *runner) connect() (kubernetes.Interface, error) {
+	f := r.f
+	base, err := f.clusterFlags.restConfig(r.version, r.log)
+	if err != nil {
+		return nil, err
+	}
+	r.base = base
+	// The Lease is renewed outside the shared rate limit: a busy
+	// convergence must not delay renewals into a lost leadership.
+	leaseConfig := rest.CopyConfig(base)
+	leaseConfig.RateLimiter, leaseConfig.QPS, leaseConfig.Burst = nil, -1, 0
+	leaseClient, err := kubernetes.NewForConfig(leaseConfig)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create Kubernetes client: %w", err)
+	}
+	own, err := kubernetes.NewForConfig(base)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create Kubernetes client: %w", err)
+	}
+	r.charts, err = chartsource.NewChartCache(chartsource.ChartCacheOptions{
+		Dir: f.cacheDir, RepositoryConfig: f.repositoryConfig, RegistryConfig: f.registryConfig,
+		Refresh: f.indexRefresh, Timeout: f.helmTimeout, Keyrings: f.clusterFlags.keyrings(own), Log: r.log,
+	})
+	return leaseClient, err
+}
+
+// serve starts /metrics, /healthz and /readyz (none with --http-addr ""),
+// and returns what shuts the server down.
+func (r *runner) serve(w *watch.Watcher) (shutdown func(), err error) {
+	if r.f.httpAddr == "" {
+		return func() {}, nil
+	}
+	srv, err := serveHTTP(r.f.httpAddr, r.metrics.registry, probes{
+		// A standby is ready: it holds a valid config and takes over on its own.
+		ready: func() error {
+			if c := r.live.current(); r.leading.Load() && (c == nil || !c.Ready()) {
+				return errors.New("start-up cleanup has not finished or informers have not synced")
+			}
+			return nil
+		},
+		// Only stuck loops fail liveness: a bad config or chart never does.
+		healthy: func() error {
+			now := time.Now()
+			if c := r.live.current(); c != nil {
+				if err := c.Stuck(now); err != nil {
+					return err
+				}
+			}
+			return w.Stuck(now)
+		},
+	}, r.log)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}, nil
+}
+
+// elect runs leadership terms (lead) until ctx ends: with leader election,
+// those this replica wins; without, one term.
+func (r *runner) elect(ctx context.Context, leaseClient kubernetes.Interface) error {
+	f := r.f
+	opts := leader.Options{
+		Client: leaseClient, Namespace: f.leaderElectionNamespace, Name: f.leaderElectID,
+		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
+		OnLeading: r.leading.Store, Metrics: r.metrics.leader, Log: r.log,
+	}
+	if f.leaderElect {
+		return leader.Run(ctx, opts, r.lead)
+	}
+	return leader.RunAlone(ctx, opts, r.lead)
+}
+
+// lead runs one leadership term: everything it builds writes through the
+// term's fenced clients, so nothing it started can write after the term
+// has ended.
+func (r *runner) lead(ctx context.Context, term *leader.Term) error {
+	f := r.f
+	deps, err := f.clusterFlags.clients(term.RESTConfig(r.base), r.log)
+	if err != nil {
+		return err
+	}
+	events := record.NewBroadcaster()
+	defer events.Shutdown()
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: deps.client.CoreV1().Events("")})
+	// The term's reads of release records go through an index of their
+	// metadata, fed by the term's own watch (started and stopped by Run).
+	records := deps.helm.NewRecordIndex()
+	ctrl := r.live.attach(func(state *triggers.ConfigState) *triggers.Controller {
+		// The record of managed namespaces is written through the
+		// term's fence too, with or without leader election.
+		managed := triggers.NewManagedSet(triggers.ManagedSetOptions{Client: deps.client.CoreV1(),
+			Namespace: f.leaderElectionNamespace, Instance: f.instance, State: state, Log: r.log})
+		opts := deps.reconciler(state, r.charts, r.log)
+		opts.Metrics, opts.Managed = r.metrics.loop, managed
+		opts.Events = events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"})
+		return triggers.NewController(triggers.Options{
+			Reconciler: triggers.NewReconciler(opts), Inventory: deps.inv, Metadata: deps.meta, Records: records, Workers: f.workers,
+			Resync: f.resync, ShutdownTimeout: f.shutdownTimeout, Metrics: r.metrics.loop, RequestCount: apiRequests.Load, Log: r.log,
+			Backoff: r.backoff, Fenced: term.Done(), ValuesCoalesce: f.valuesCoalesce,
 		})
-	}
+	})
+	defer r.live.detach()
+	// Catch up with a file changed since the last check.
+	r.reloader.Check(ctx)
+	return ctrl.Run(ctx)
 }

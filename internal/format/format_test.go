@@ -25,7 +25,7 @@ func TestInstanceOf(t *testing.T) {
 			if got := InstanceOf(tc.labels); got != tc.want {
 				t.Errorf("InstanceOf = %q, want %q", got, tc.want)
 			}
-			r := &Release{Spec: tc.labels[LabelSpec], ReleaseSpec: tc.labels[LabelReleaseSpec], Instance: InstanceOf(tc.labels)}
+			r := &Release{Record: Record{Spec: tc.labels[LabelSpec], ReleaseSpec: tc.labels[LabelReleaseSpec], Instance: InstanceOf(tc.labels)}}
 			if r.Managed() != tc.managed || r.OwnedBy(DefaultInstance) != tc.ownedByAutox {
 				t.Errorf("Managed = %v, OwnedBy(autox) = %v; want %v, %v", r.Managed(), r.OwnedBy(DefaultInstance), tc.managed, tc.ownedByAutox)
 			}
@@ -57,7 +57,7 @@ func TestObjectLabel(t *testing.T) {
 
 func TestTriggerObject(t *testing.T) {
 	long := strings.Repeat("y", 80)
-	rel := &Release{ObjectNamespace: "ns", ObjectName: ObjectLabel(long),
+	rel := &Release{Record: Record{ObjectNamespace: "ns", ObjectName: ObjectLabel(long)},
 		Values: map[string]interface{}{"autox": map[string]interface{}{"trigger": map[string]interface{}{"name": long}}}}
 	if got := rel.TriggerObject(); got != (Object{Namespace: "ns", Name: long}) {
 		t.Errorf("TriggerObject = %v, want the whole name from the values", got)

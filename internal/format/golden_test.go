@@ -205,7 +205,7 @@ func releaseOf(t *testing.T, cfg *config.Config, tc goldenCase, held bool) golde
 	res := plan.Decide(plan.Observation{Spec: tc.Spec, Config: &only, Instance: instance, Object: obj,
 		Trigger:      plan.TriggerRead{Found: true, Labels: tc.TriggerLabels},
 		ReleaseSpecs: map[string]plan.ReleaseSpecObservation{tc.ReleaseSpec: ro},
-		Now:          time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), StaleAfter: time.Minute})
+		Now:          time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Defaults: config.PolicyDefaults{Timeout: time.Minute - config.StaleGrace}})
 	if len(res.Failed) > 0 {
 		t.Fatalf("not decided: %v", res.Failed[0].Err)
 	}

@@ -13,9 +13,11 @@ type Owner struct {
 	Object                      Object
 }
 
-// Release is one release as Helm's records describe it: its newest revision,
-// and what earlier revisions tell. helmops reads it; the plan decides from it.
-type Release struct {
+// Record is an autox release as its storage records' labels describe it,
+// without decoding the release itself: its newest revision's name, owner
+// and status, and autox's digest and revision labels. A quiet pass reads
+// records only; a Release is a record with what its decoded revisions tell.
+type Record struct {
 	Name      string
 	Namespace string
 	// Spec and ReleaseSpec come from the autox labels; both are "" when the
@@ -28,9 +30,48 @@ type Release struct {
 	// ObjectNamespace and ObjectName are the object labels of a selector
 	// spec's release (see ObjectLabel), both "" for a named spec's.
 	ObjectNamespace, ObjectName string
+	// Revision and Status are the newest revision's.
+	Revision int
+	Status   common.Status
+	// Digest and AutoxRevision are autox's digest and revision labels
+	// ("" and 0 when absent).
+	Digest        string
+	AutoxRevision int
+}
 
-	Revision     int
-	Status       common.Status
+// RecordOf is the record of release name in namespace whose newest
+// revision, revision, carries labels: its storage record's labels, Helm's
+// own status label included.
+func RecordOf(name, namespace string, revision int, labels map[string]string) Record {
+	return Record{Name: name, Namespace: namespace, Spec: labels[LabelSpec], ReleaseSpec: labels[LabelReleaseSpec], Instance: InstanceOf(labels),
+		ObjectNamespace: labels[LabelObjectNamespace], ObjectName: labels[LabelObject], Revision: revision, Status: common.Status(labels["status"]),
+		Digest: labels[LabelDigest], AutoxRevision: RevisionOf(labels)}
+}
+
+// Managed reports whether the release carries both of autox's labels; a
+// release with only one of them was not made by autox.
+func (r Record) Managed() bool { return r.Spec != "" && r.ReleaseSpec != "" }
+
+// OwnedBy reports whether the release is autox's and belongs to that instance.
+func (r Record) OwnedBy(instance string) bool { return r.Managed() && r.Instance == instance }
+
+// Owner is the owner the release's labels name; its object is as labelled
+// (a long name in its hashed form).
+func (r Record) Owner() Owner {
+	return Owner{Spec: r.Spec, ReleaseSpec: r.ReleaseSpec, Instance: r.Instance, Object: r.LabelledObject()}
+}
+
+// LabelledObject is the object the release's labels name, as labelled
+// (zero for a named spec's release).
+func (r Record) LabelledObject() Object {
+	return Object{Namespace: r.ObjectNamespace, Name: r.ObjectName}
+}
+
+// Release is one release as Helm's records describe it: its newest
+// revision's record, and what its decoded revisions tell. helmops reads it;
+// the plan decides from it.
+type Release struct {
+	Record
 	ChartName    string
 	ChartVersion string
 	// Values are the user-supplied values of the latest revision. Never log them.
@@ -56,26 +97,6 @@ type Release struct {
 	LastDeployedRevision int
 }
 
-// Managed reports whether the release carries both of autox's labels; a
-// release with only one of them was not made by autox.
-func (r *Release) Managed() bool { return r.Spec != "" && r.ReleaseSpec != "" }
-
-// OwnedBy reports whether the release is autox's and belongs to that instance.
-func (r *Release) OwnedBy(instance string) bool { return r.Managed() && r.Instance == instance }
-
-// Owner is the owner the release's labels name; its object is as labelled
-// (a long name in its hashed form).
-func (r *Release) Owner() Owner {
-	return Owner{Spec: r.Spec, ReleaseSpec: r.ReleaseSpec, Instance: r.Instance,
-		Object: Object{Namespace: r.ObjectNamespace, Name: r.ObjectName}}
-}
-
-// LabelledObject is the object the release's labels name, as labelled
-// (zero for a named spec's release).
-func (r *Release) LabelledObject() Object {
-	return Object{Namespace: r.ObjectNamespace, Name: r.ObjectName}
-}
-
 // TriggerObject is the object a selector spec's release serves (zero for a
 // named spec's): from its object labels, and for a long name, whose label
 // holds only a prefix and a hash, the whole name from the `autox.trigger`
@@ -89,28 +110,4 @@ func (r *Release) TriggerObject() Object {
 		o.Name = name
 	}
 	return o
-}
-
-// Record is an autox release as its storage records' labels describe it,
-// without decoding the release itself: what a quiet pass reads.
-type Record struct {
-	Name        string
-	Namespace   string
-	Spec        string
-	ReleaseSpec string
-	// Instance follows the same defaulting as Release.Instance.
-	Instance string
-	// ObjectNamespace and ObjectName as for Release.
-	ObjectNamespace, ObjectName string
-	Revision                    int
-	Status                      string
-	// Digest and AutoxRevision are autox's digest and revision labels
-	// ("" and 0 when absent).
-	Digest        string
-	AutoxRevision int
-}
-
-// LabelledObject is the object the record's labels name, as labelled.
-func (r Record) LabelledObject() Object {
-	return Object{Namespace: r.ObjectNamespace, Name: r.ObjectName}
 }

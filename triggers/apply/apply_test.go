@@ -16,7 +16,6 @@ import (
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/redact"
-	"github.com/autox-dev/autox/triggers/observe"
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
@@ -53,7 +52,7 @@ func (h *stepHelm) op(name string, uninstall bool, run func() error) error {
 	return err
 }
 
-func (h *stepHelm) Install(_ context.Context, d helmops.Desired) (int, error) {
+func (h *stepHelm) Install(_ context.Context, d helmops.Target) (int, error) {
 	return 1, h.op(d.Name, false, func() error {
 		if d.Name == "bad" {
 			return fmt.Errorf("install of %s failed", d.Name)
@@ -62,7 +61,7 @@ func (h *stepHelm) Install(_ context.Context, d helmops.Desired) (int, error) {
 	})
 }
 
-func (h *stepHelm) UninstallWith(_ context.Context, _, name string, _ int, _ *redact.Redactor, _ helmops.Policy) error {
+func (h *stepHelm) UninstallWith(_ context.Context, _, name string, _ int, _ *redact.Redactor, _ config.Policy) error {
 	return h.op(name, true, func() error {
 		if name == "bad" {
 			return fmt.Errorf("uninstall of %s failed", name)
@@ -71,13 +70,20 @@ func (h *stepHelm) UninstallWith(_ context.Context, _, name string, _ int, _ *re
 	})
 }
 
+// applyAll acts on p once, as a reconcile that cannot observe again does,
+// and returns the steps' errors.
+func applyAll(ctx context.Context, a *Applier, p plan.Plan) []error {
+	x := a.Start(false)
+	x.Act(ctx, p)
+	_, errs := x.Done()
+	return errs
+}
+
 // A spec's steps run StepsInParallel at a time, the leading uninstalls
 // (removed release specs) before the others; every step runs, and a failed
 // one is reported in its place without stopping the others.
 func TestApplyRunsStepsInParallelAfterRemovals(t *testing.T) {
 	h := &stepHelm{gate: make(chan struct{})}
-	spec := &config.Spec{ReleaseSpecs: map[string]*config.ReleaseSpec{}}
-	o := &observe.Observed{Observation: plan.Observation{Spec: "s", Config: spec}, Loaded: map[string]*chart.Chart{}}
 	var steps []plan.Step
 	for i := 0; i < 2; i++ {
 		steps = append(steps, plan.Step{Action: plan.ActionUninstall, Spec: "s", ReleaseSpec: fmt.Sprintf("gone%d", i), Release: fmt.Sprintf("gone%d", i), Namespace: "ns"})
@@ -87,14 +93,12 @@ func TestApplyRunsStepsInParallelAfterRemovals(t *testing.T) {
 		if i == 4 {
 			name = "bad"
 		}
-		spec.ReleaseSpecs[id] = &config.ReleaseSpec{ReleaseName: name, Namespace: "ns"}
-		o.Loaded[id] = &chart.Chart{Metadata: &chart.Metadata{Name: "c", Version: "1"}}
 		steps = append(steps, plan.Step{Action: plan.ActionInstall, Spec: "s", ReleaseSpec: id, Release: name, Namespace: "ns",
-			Desired: &plan.Desired{}})
+			Desired: &plan.Desired{Loaded: &chart.Chart{Metadata: &chart.Metadata{Name: "c", Version: "1"}}}})
 	}
 	a := New(Options{Helm: h, Log: zerolog.Nop()})
 	result := make(chan []error)
-	go func() { result <- a.Apply(context.Background(), o, steps) }()
+	go func() { result <- applyAll(context.Background(), a, plan.Plan{Spec: "s", Steps: steps}) }()
 	for range steps {
 		h.gate <- struct{}{}
 	}
@@ -122,7 +126,7 @@ func TestApplyStartsNothingAfterCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	steps := []plan.Step{{Action: plan.ActionUninstall, Release: "a", Namespace: "ns"}, {Action: plan.ActionUninstall, Release: "b", Namespace: "ns"}}
-	errs := New(Options{Helm: h, Log: zerolog.Nop()}).Apply(ctx, &observe.Observed{}, steps)
+	errs := applyAll(ctx, New(Options{Helm: h, Log: zerolog.Nop()}), plan.Plan{Steps: steps})
 	if len(h.done) != 0 {
 		t.Errorf("operations started after cancel: %v", h.done)
 	}
@@ -147,17 +151,17 @@ func (h *orderHelm) record(call string) {
 	h.calls = append(h.calls, call)
 }
 
-func (h *orderHelm) Install(_ context.Context, d helmops.Desired) (int, error) {
+func (h *orderHelm) Install(_ context.Context, d helmops.Target) (int, error) {
 	h.record("install " + d.Namespace + "/" + d.Name)
 	return 1, nil
 }
 
-func (h *orderHelm) UninstallWith(_ context.Context, ns, name string, _ int, _ *redact.Redactor, _ helmops.Policy) error {
+func (h *orderHelm) UninstallWith(_ context.Context, ns, name string, _ int, _ *redact.Redactor, _ config.Policy) error {
 	h.record("uninstall " + ns + "/" + name)
 	return nil
 }
 
-func (h *orderHelm) DryRunReplacement(_ context.Context, d helmops.Desired, old helmops.Ref) error {
+func (h *orderHelm) DryRunReplacement(_ context.Context, d helmops.Target, old helmops.Ref) error {
 	h.record("dry run " + d.Namespace + "/" + d.Name + " for " + old.String())
 	return h.dryRunErr
 }
@@ -172,12 +176,10 @@ func (h *orderHelm) Adopt(_ context.Context, a helmops.Adoption) error {
 // nor the install runs, and both steps fail. An adoption hands Helm the
 // owner the release's labels name and the new one.
 func TestApplyProvesAReplacementFirst(t *testing.T) {
-	spec := &config.Spec{ReleaseSpecs: map[string]*config.ReleaseSpec{"a": {ReleaseName: "r", Namespace: "new"}, "b": {ReleaseName: "b", Namespace: "new"}}}
-	o := &observe.Observed{Observation: plan.Observation{Spec: "s", Config: spec},
-		Loaded: map[string]*chart.Chart{"a": {Metadata: &chart.Metadata{Name: "c", Version: "1"}}}}
+	loaded := &chart.Chart{Metadata: &chart.Metadata{Name: "c", Version: "1"}}
 	steps := []plan.Step{
 		{Action: plan.ActionUninstall, Spec: "s", ReleaseSpec: "a", Release: "r", Namespace: "old", ReplacedBy: "a"},
-		{Action: plan.ActionInstall, Spec: "s", ReleaseSpec: "a", Release: "r", Namespace: "new", Desired: &plan.Desired{}},
+		{Action: plan.ActionInstall, Spec: "s", ReleaseSpec: "a", Release: "r", Namespace: "new", Desired: &plan.Desired{Loaded: loaded}},
 		{Action: plan.ActionAdopt, Spec: "s", ReleaseSpec: "b", Release: "b", Namespace: "new", Revision: 3,
 			AdoptFrom: &format.Owner{Spec: "was", ReleaseSpec: "b", Instance: "autox"}},
 	}
@@ -202,7 +204,8 @@ func TestApplyProvesAReplacementFirst(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &orderHelm{dryRunErr: tc.dryRunErr}
 			a := New(Options{Helm: h, Log: zerolog.Nop()})
-			errs := a.Apply(context.Background(), o, steps)
+			p := plan.Plan{Spec: "s", Steps: steps}
+			errs := applyAll(context.Background(), a, p)
 			if got := inGroups(h.calls, tc.removals); !slices.Equal(got, tc.calls) {
 				t.Errorf("calls %q, want %q", got, tc.calls)
 			}
@@ -215,9 +218,14 @@ func TestApplyProvesAReplacementFirst(t *testing.T) {
 			// was tried is not tried again, and a release spec whose
 			// replacement failed its dry run stays blocked.
 			h.calls = nil
-			first, removed := a.RemoveFirst(context.Background(), o, steps)
+			x := a.Start(true)
+			if !x.Act(context.Background(), p) {
+				t.Fatal("the removals did not run first, to observe again")
+			}
 			h.calls = nil
-			after := a.ApplyAfter(context.Background(), o, steps, removed)
+			x.Act(context.Background(), p)
+			_, all := x.Done()
+			first, after := all[:1], all[1:]
 			if got := inGroups(h.calls, 0); !slices.Equal(got, tc.calls[tc.removals:]) {
 				t.Errorf("after the removals: calls %q, want %q", got, tc.calls[tc.removals:])
 			}
@@ -229,13 +237,12 @@ func TestApplyProvesAReplacementFirst(t *testing.T) {
 }
 
 // TestReplacementMissingKeepsTheOld: a removal tied to a replacement whose
-// install is not among the steps (held back, as ManagedSet.Admit does) is
-// an error and removes nothing: nothing proved the replacement.
+// install is not among the steps is an error and removes nothing: nothing
+// proved the replacement.
 func TestReplacementMissingKeepsTheOld(t *testing.T) {
-	o := &observe.Observed{Observation: plan.Observation{Spec: "s", Config: &config.Spec{}}}
 	steps := []plan.Step{{Action: plan.ActionUninstall, Spec: "s", ReleaseSpec: "a", Release: "r", Namespace: "old", ReplacedBy: "a"}}
 	h := &orderHelm{}
-	errs := New(Options{Helm: h, Log: zerolog.Nop()}).Apply(context.Background(), o, steps)
+	errs := applyAll(context.Background(), New(Options{Helm: h, Log: zerolog.Nop()}), plan.Plan{Spec: "s", Steps: steps})
 	if len(h.calls) != 0 {
 		t.Errorf("calls %q, want none", h.calls)
 	}

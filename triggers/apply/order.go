@@ -13,11 +13,11 @@ import (
 // dependsOn) have succeeded, and puts its errors in errs (marked
 // ErrStepFailed). One of them failing or not started leaves it not started,
 // with an error that says so. A release spec of After with no step among
-// steps is, for an uninstall, a removal RemoveFirst applied before (failed
+// steps is, for an uninstall, a removal an earlier act applied (failed
 // names those that did not succeed); for an install, upgrade or reinstall,
-// a step of the plan held back before Apply (ManagedSet.Admit), so it is
-// not started either. Steps without After start at once, as slots free
-// up; a step not started when ctx ends is not started.
+// a step this plan does not have, so it is not started either: nothing
+// proves what it comes after. Steps without After start at once, as slots
+// free up; a step not started when ctx ends is not started.
 func (a *Applier) ordered(ctx context.Context, steps []plan.Step, errs []error, failed map[string]bool, do func(plan.Step) error) {
 	done := make([]chan struct{}, len(steps))
 	// byID is the step of each release spec: the last with that id, since
@@ -42,8 +42,8 @@ func (a *Applier) ordered(ctx context.Context, steps []plan.Step, errs []error, 
 					errs[i] = fmt.Errorf("%w: release %s/%s not changed: release spec %s, which comes first, did not succeed", ErrStepFailed, s.Namespace, s.Release, id)
 					return
 				case !ok && isForward(s.Action):
-					// What it comes after is an install or upgrade of this plan
-					// that is not applied (held back before Apply): neither is it.
+					// What it comes after is no step of this plan: neither is it
+					// applied.
 					errs[i] = fmt.Errorf("%w: release %s/%s not changed: release spec %s, which comes first, is not applied now", ErrStepFailed, s.Namespace, s.Release, id)
 					return
 				case !ok || j == i:

@@ -8,8 +8,6 @@ import (
 	"github.com/rs/zerolog"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 
-	"github.com/autox-dev/autox/config"
-	"github.com/autox-dev/autox/triggers/observe"
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
@@ -19,7 +17,8 @@ import (
 // of h.done is the order operations ran in.
 func TestApplyRunsDependenciesFirst(t *testing.T) {
 	install := func(id, release string, after ...string) plan.Step {
-		return plan.Step{Action: plan.ActionInstall, Spec: "s", ReleaseSpec: id, Release: release, Namespace: "ns", Desired: &plan.Desired{}, After: after}
+		return plan.Step{Action: plan.ActionInstall, Spec: "s", ReleaseSpec: id, Release: release, Namespace: "ns", After: after,
+			Desired: &plan.Desired{Loaded: &chart.Chart{Metadata: &chart.Metadata{Name: "c", Version: "1"}}}}
 	}
 	cases := []struct {
 		name    string
@@ -49,15 +48,11 @@ func TestApplyRunsDependenciesFirst(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &stepHelm{gate: make(chan struct{})}
-			spec := &config.Spec{ReleaseSpecs: map[string]*config.ReleaseSpec{}}
-			o := &observe.Observed{Observation: plan.Observation{Spec: "s", Config: spec}, Loaded: map[string]*chart.Chart{}}
-			for _, s := range tc.steps {
-				spec.ReleaseSpecs[s.ReleaseSpec] = &config.ReleaseSpec{ReleaseName: s.Release, Namespace: "ns"}
-				o.Loaded[s.ReleaseSpec] = &chart.Chart{Metadata: &chart.Metadata{Name: "c", Version: "1"}}
-			}
 			result := make(chan []error)
 			// Removals first: only a leading run of uninstalls is a group of its own.
-			go func() { result <- New(Options{Helm: h, Log: zerolog.Nop()}).Apply(context.Background(), o, tc.steps) }()
+			go func() {
+				result <- applyAll(context.Background(), New(Options{Helm: h, Log: zerolog.Nop()}), plan.Plan{Spec: "s", Steps: tc.steps})
+			}()
 			var errs []error
 			for errs == nil {
 				select {

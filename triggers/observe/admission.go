@@ -170,8 +170,7 @@ func (ob *Observer) specObjects(ctx context.Context, specName string) (rels []*f
 				whole = false
 				break
 			}
-			out = append(out, &format.Release{Name: r.Name, Namespace: r.Namespace, Spec: r.Spec, ReleaseSpec: r.ReleaseSpec,
-				Instance: r.Instance, ObjectNamespace: r.ObjectNamespace, ObjectName: r.ObjectName, Revision: r.Revision})
+			out = append(out, &format.Release{Record: r})
 		}
 		if whole {
 			return out, nil, nil
@@ -220,7 +219,7 @@ func (ob *Observer) overLimit(ctx context.Context, cfg *config.Config, specName 
 // the observation of the unattributed (Unattributed), with the spec's
 // releases whose newest record cannot be decoded, which are not known to
 // name an object and keep that observation incomplete.
-func (ob *Observer) SelectorObjects(ctx context.Context, cfg *config.Config, specName string) (objs []format.Object, unattributed *Observed, err error) {
+func (ob *Observer) SelectorObjects(ctx context.Context, cfg *config.Config, specName string) (objs []format.Object, unattributed *plan.Observation, err error) {
 	spec := cfg.Specs[specName]
 	listed, err := ob.listObjects(ctx, cfg, spec)
 	if err != nil {

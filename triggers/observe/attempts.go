@@ -9,9 +9,9 @@ import (
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
-// AttemptRecords reads the failed attempts recorded in one namespace, by
+// AttemptReader reads the failed attempts recorded in one namespace, by
 // release name (attempts.Store).
-type AttemptRecords interface {
+type AttemptReader interface {
 	Read(ctx context.Context, namespace string) (map[string]attempts.Entry, error)
 }
 
@@ -19,7 +19,7 @@ type AttemptRecords interface {
 // observation, and only for release specs whose retries are bounded: a
 // config without remediation reads nothing more than before.
 type attemptCache struct {
-	records AttemptRecords
+	records AttemptReader
 	read    map[string]map[string]attempts.Entry
 	failed  map[string]error
 }
@@ -31,7 +31,7 @@ func (ob *Observer) attemptCache() *attemptCache {
 // of returns the attempts recorded for release spec id's release in
 // observation o, nil when none are (or its retries are not bounded). An
 // error fails the release spec: without the records, nothing is decided.
-func (c *attemptCache) of(ctx context.Context, o *Observed, id string, rs *config.ReleaseSpec) (*plan.Attempts, error) {
+func (c *attemptCache) of(ctx context.Context, o *plan.Observation, id string, rs *config.ReleaseSpec) (*plan.Attempts, error) {
 	if _, limited := rs.Limited(); !limited {
 		return nil, nil
 	}

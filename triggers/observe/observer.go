@@ -64,12 +64,15 @@ type Options struct {
 	Charts  chartsource.ChartSource
 	// Attempts reads the failed attempts recorded for release specs with
 	// remediation retries; nil fails every such release spec.
-	Attempts AttemptRecords
+	Attempts AttemptReader
 	// GCNamespaces are the namespaces whose releases of ours are looked at.
 	GCNamespaces func() []string
-	// StaleAfter is how old a pending release must be before it counts as
-	// left by a dead process (--helm-timeout plus a grace period).
-	StaleAfter time.Duration
+	// Managed is the record of managed namespaces as last read or written
+	// (DESIGN §4); nil when none is kept.
+	Managed func() *plan.ManagedNamespaces
+	// Defaults are the policies of release specs that set none
+	// (--helm-timeout, --max-history).
+	Defaults config.PolicyDefaults
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	Log zerolog.Logger
@@ -99,22 +102,8 @@ func New(opts Options) *Observer {
 	return &Observer{opts: opts, charts: NewChartIdentities(opts.Charts), admissions: &Admissions{}}
 }
 
-// Observed is one observation, with what applying its plan needs beside the
-// decision: the trigger's reference for Events and the local charts already
-// loaded (a fresh load per operation; Helm mutates what it installs).
-type Observed struct {
-	plan.Observation
-	// Ref is the trigger object, for Events; nil when there is none.
-	Ref *corev1.ObjectReference
-	// Loaded are the local charts loaded to name them, by release spec id.
-	Loaded map[string]*chart.Chart
-	// State is the trigger's state as decided from the first phase
-	// (conflict and over-limit included).
-	State plan.TriggerState
-}
-
-// StaleAfter is how old a pending release must be before it is unlocked.
-func (ob *Observer) StaleAfter() time.Duration { return ob.opts.StaleAfter }
+// Defaults are the policies of release specs that set none.
+func (ob *Observer) Defaults() config.PolicyDefaults { return ob.opts.Defaults }
 
 // Instance is the autox instance observed.
 func (ob *Observer) Instance() string { return ob.opts.Releases.Instance() }
@@ -137,39 +126,46 @@ func (ob *Observer) Claims(cfg *config.Config) *plan.ClaimIndex {
 // the release specs. An error means nothing can be decided (the trigger or
 // every namespace unreadable); failures of one release spec are in its
 // ReleaseSpecObservation.
-func (ob *Observer) Observe(ctx context.Context, cfg *config.Config, specName string, obj format.Object) (*Observed, error) {
-	o, err := ob.observeTrigger(ctx, cfg, specName, obj)
+func (ob *Observer) Observe(ctx context.Context, cfg *config.Config, specName string, obj format.Object) (*plan.Observation, error) {
+	o, state, err := ob.observeTrigger(ctx, cfg, specName, obj)
 	if err != nil {
 		return nil, err
 	}
 	if o.Config != nil {
-		ob.observeReleaseSpecs(ctx, cfg, o)
+		ob.observeReleaseSpecs(ctx, cfg, o, state.Wanted())
 	}
-	o.Now = ob.opts.Now()
+	o.Now, o.Managed = ob.opts.Now(), ob.managed()
 	return o, nil
+}
+
+// managed is the record of managed namespaces as last read or written.
+func (ob *Observer) managed() *plan.ManagedNamespaces {
+	if ob.opts.Managed == nil {
+		return nil
+	}
+	return ob.opts.Managed()
 }
 
 // observeTrigger is the first phase: the spec's (or the object's) releases,
 // then the trigger object live, who claims it, and for a wanted object of a
 // selector spec without releases whether the spec serves it. A spec removed
-// from the config needs nothing more.
-func (ob *Observer) observeTrigger(ctx context.Context, cfg *config.Config, specName string, obj format.Object) (*Observed, error) {
+// from the config needs nothing more. state is the trigger's state as the
+// first phase found it (conflict and over-limit included).
+func (ob *Observer) observeTrigger(ctx context.Context, cfg *config.Config, specName string, obj format.Object) (o *plan.Observation, state plan.TriggerState, err error) {
 	spec := cfg.Specs[specName]
 	if spec != nil && !obj.IsZero() {
-		var err error
 		if spec, err = spec.ForObject(specName, obj.Namespace, obj.Name); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
-	o := &Observed{Observation: plan.Observation{Spec: specName, Config: spec, Object: obj, Instance: ob.Instance(), InForce: cfg,
-		ReleaseSpecs: map[string]plan.ReleaseSpecObservation{}, StaleAfter: ob.opts.StaleAfter, DefaultServiceAccount: ob.opts.DefaultServiceAccount},
-		Loaded: map[string]*chart.Chart{}, State: plan.TriggerSpecRemoved}
+	o = &plan.Observation{Spec: specName, Config: spec, Object: obj, Instance: ob.Instance(), InForce: cfg,
+		ReleaseSpecs: map[string]plan.ReleaseSpecObservation{}, Defaults: ob.opts.Defaults, DefaultServiceAccount: ob.opts.DefaultServiceAccount}
+	state = plan.TriggerSpecRemoved
 	// A namespace whose records cannot be read fails the release specs
 	// that live there, a release whose newest record cannot be decoded the
 	// release spec that wants it; the others are decided from what could
 	// be read.
 	var current []*format.Release
-	var err error
 	if obj.IsZero() {
 		current, err = ob.opts.Releases.SpecReleases(ctx, ob.opts.GCNamespaces(), specName)
 	} else {
@@ -178,7 +174,7 @@ func (ob *Observer) observeTrigger(ctx context.Context, cfg *config.Config, spec
 	unread := helmops.FailedNamespaces(err)
 	o.Undecodable = helmops.FailedReleases(err)
 	if err != nil && unread == nil && o.Undecodable == nil {
-		return nil, fmt.Errorf("cannot read releases of spec %s: %w", specName, err)
+		return nil, 0, fmt.Errorf("cannot read releases of spec %s: %w", specName, err)
 	}
 	o.Current = current
 	if len(unread) > 0 {
@@ -187,7 +183,7 @@ func (ob *Observer) observeTrigger(ctx context.Context, cfg *config.Config, spec
 		o.Unread = nerr.Failed
 	}
 	if spec == nil {
-		return o, nil
+		return o, state, nil
 	}
 	if !obj.IsZero() {
 		o.OutOfScope = !cfg.Covers(cfg.Specs[specName].Trigger, obj.Namespace)
@@ -196,7 +192,7 @@ func (ob *Observer) observeTrigger(ctx context.Context, cfg *config.Config, spec
 		// An object out of scope is decided from the config alone: its
 		// namespace may no longer be readable at all.
 		if o.Trigger, o.Ref, err = ob.opts.Triggers.Get(ctx, spec.Trigger); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	t := spec.Trigger
@@ -208,20 +204,20 @@ func (ob *Observer) observeTrigger(ctx context.Context, cfg *config.Config, spec
 		}
 		o.Claimants = ob.Claims(cfg).Claimants(t.Group, t.Resource, self, o.Trigger.Labels)
 	}
-	o.State, _ = plan.TriggerOf(o.Observation)
-	if !obj.IsZero() && o.State.Wanted() && len(o.Current) == 0 {
+	state, _ = plan.TriggerOf(*o)
+	if !obj.IsZero() && state.Wanted() && len(o.Current) == 0 {
 		if o.OverLimit, err = ob.overLimit(ctx, cfg, specName, obj); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		o.State, _ = plan.TriggerOf(o.Observation)
+		state, _ = plan.TriggerOf(*o)
 	}
-	return o, nil
+	return o, state, nil
 }
 
 // observeReleaseSpecs is the second phase: for each release spec whose
 // namespace could be read, whether someone else holds its release name, and
 // while the trigger is wanted its values sources and local chart.
-func (ob *Observer) observeReleaseSpecs(ctx context.Context, cfg *config.Config, o *Observed) {
+func (ob *Observer) observeReleaseSpecs(ctx context.Context, cfg *config.Config, o *plan.Observation, wanted bool) {
 	spec := o.Config
 	free := ob.freeNames(ctx, o)
 	sources := NewSourceCache(ob.opts.Sources)
@@ -231,7 +227,7 @@ func (ob *Observer) observeReleaseSpecs(ctx context.Context, cfg *config.Config,
 		if o.Unread[rs.Namespace] != nil || o.Undecodable[rs.Namespace+"/"+rs.ReleaseName] != nil {
 			continue // fails, whatever else would be read
 		}
-		ro := ob.observeReleaseSpec(ctx, o, sources, id, rs, free[rs.Namespace+"/"+rs.ReleaseName], cfg.Dir)
+		ro := ob.observeReleaseSpec(ctx, o, wanted, sources, rs, free[rs.Namespace+"/"+rs.ReleaseName], cfg.Dir)
 		if ro.Err == nil {
 			ro.Attempts, ro.Err = attempts.of(ctx, o, id, rs)
 		}
@@ -241,7 +237,7 @@ func (ob *Observer) observeReleaseSpecs(ctx context.Context, cfg *config.Config,
 
 // ownsName reports whether one of the observed releases has the name
 // release spec rs wants.
-func ownsName(o *Observed, rs *config.ReleaseSpec) bool {
+func ownsName(o *plan.Observation, rs *config.ReleaseSpec) bool {
 	for _, c := range o.Current {
 		if plan.Wants(rs, c.Namespace, c.Name) {
 			return true
@@ -255,7 +251,7 @@ func ownsName(o *Observed, rs *config.ReleaseSpec) bool {
 // all uses: one metadata LIST per namespace instead of a Lookup per release
 // spec, the common case of a first install. A name it cannot vouch for
 // (the LIST failed, or a record exists) is looked up as before.
-func (ob *Observer) freeNames(ctx context.Context, o *Observed) map[string]bool {
+func (ob *Observer) freeNames(ctx context.Context, o *plan.Observation) map[string]bool {
 	spec := o.Config
 	byNS := map[string][]string{}
 	for _, id := range spec.ReleaseSpecIDs() {
@@ -279,7 +275,7 @@ func (ob *Observer) freeNames(ctx context.Context, o *Observed) map[string]bool 
 	return free
 }
 
-func (ob *Observer) observeReleaseSpec(ctx context.Context, o *Observed, sources *SourceCache, id string, rs *config.ReleaseSpec, free bool, configDir string) plan.ReleaseSpecObservation {
+func (ob *Observer) observeReleaseSpec(ctx context.Context, o *plan.Observation, wanted bool, sources *SourceCache, rs *config.ReleaseSpec, free bool, configDir string) plan.ReleaseSpecObservation {
 	var ro plan.ReleaseSpecObservation
 	if !free && !ownsName(o, rs) {
 		// Not ours under this spec: is the name taken by someone else
@@ -291,7 +287,7 @@ func (ob *Observer) observeReleaseSpec(ctx context.Context, o *Observed, sources
 		}
 		ro.Other = other
 	}
-	if !o.State.Wanted() {
+	if !wanted {
 		return ro // an unwanted trigger's releases go, whatever their sources hold
 	}
 	if len(rs.ValuesFrom) > 0 {
@@ -309,7 +305,7 @@ func (ob *Observer) observeReleaseSpec(ctx context.Context, o *Observed, sources
 			ro.Err = err
 			return ro
 		}
-		ro.Chart, o.Loaded[id] = chartID, ch
+		ro.Chart, ro.Loaded = chartID, ch
 	}
 	return ro
 }
@@ -318,10 +314,10 @@ func (ob *Observer) observeReleaseSpec(ctx context.Context, o *Observed, sources
 // no object (made while the spec named one trigger): no object wants them,
 // so they are decided like the releases of a removed spec. undecodable are
 // the spec's releases that could not be read: they leave it incomplete.
-func (ob *Observer) Unattributed(cfg *config.Config, specName string, rels []*format.Release, undecodable map[string]error) *Observed {
-	return &Observed{Observation: plan.Observation{Spec: specName, Instance: ob.Instance(), InForce: cfg, Current: rels, Unattributed: true,
-		SpecSuspended: cfg.Specs[specName] != nil && cfg.Specs[specName].Suspend,
-		Undecodable:   undecodable, Now: ob.opts.Now(), StaleAfter: ob.opts.StaleAfter, DefaultServiceAccount: ob.opts.DefaultServiceAccount}, State: plan.TriggerSpecRemoved}
+func (ob *Observer) Unattributed(cfg *config.Config, specName string, rels []*format.Release, undecodable map[string]error) *plan.Observation {
+	return &plan.Observation{Spec: specName, Instance: ob.Instance(), InForce: cfg, Current: rels, Unattributed: true,
+		SpecSuspended: cfg.Specs[specName] != nil && cfg.Specs[specName].Suspend, Undecodable: undecodable,
+		Now: ob.opts.Now(), Defaults: ob.opts.Defaults, DefaultServiceAccount: ob.opts.DefaultServiceAccount}
 }
 
 // LoadChart loads a chart for an operation: a repository chart the decision

@@ -38,9 +38,8 @@ func deployed(id string) *format.Release {
 	spec := planSpec()
 	rs := spec.ReleaseSpecs[id]
 	chart := map[string][2]string{"a": {"hello", "1.0.0"}, "b": {"job", "0.1.0"}}[id]
-	return &format.Release{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "web", ReleaseSpec: id, Instance: "autox",
-		Revision: 2, Status: common.StatusDeployed, ChartName: chart[0], ChartVersion: chart[1],
-		Values: DesiredValues(rs, spec.Trigger, labelled.Labels), Modified: planNow.Add(-time.Hour), LastDeployedRevision: 2}
+	return &format.Release{Record: format.Record{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "web", ReleaseSpec: id, Instance: "autox", Revision: 2, Status: common.StatusDeployed},
+		ChartName: chart[0], ChartVersion: chart[1], Values: DesiredValues(rs, spec.Trigger, labelled.Labels), Modified: planNow.Add(-time.Hour), LastDeployedRevision: 2}
 }
 
 func observation(mut func(o *Observation)) Observation {
@@ -49,7 +48,7 @@ func observation(mut func(o *Observation)) Observation {
 			"a": {Chart: ChartID{"hello", "1.0.0"}},
 			"b": {Chart: ChartID{"job", "0.1.0"}},
 		},
-		Now: planNow, StaleAfter: 5*time.Minute + 30*time.Second}
+		Now: planNow, Defaults: config.PolicyDefaults{Timeout: 5 * time.Minute}}
 	if mut != nil {
 		mut(&o)
 	}
@@ -133,7 +132,7 @@ func objectObservation(t *testing.T, cfg *config.Config, obj format.Object, trig
 	}
 	o := Observation{Spec: "exp", Config: spec, Object: obj, Instance: "autox", InForce: cfg, Trigger: trig, Current: current,
 		ReleaseSpecs: map[string]ReleaseSpecObservation{"job": {Chart: ChartID{"hello", "1.0.0"}}},
-		Now:          planNow, StaleAfter: planNow.Sub(planNow.Add(-300e9))}
+		Now:          planNow, Defaults: config.PolicyDefaults{Timeout: 300*time.Second - config.StaleGrace}}
 	if trig.Found {
 		o.Claimants = NewClaimIndex(cfg).Claimants("apps", "deployments", obj, trig.Labels)
 	}
@@ -147,8 +146,7 @@ func objectRelease(t *testing.T, cfg *config.Config, obj format.Object, trig Tri
 		t.Fatal(err)
 	}
 	rs := spec.ReleaseSpecs["job"]
-	return &format.Release{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "exp", ReleaseSpec: "job", Instance: "autox",
-		ObjectNamespace: obj.Namespace, ObjectName: format.ObjectLabel(obj.Name), Revision: 1, Status: common.StatusDeployed,
+	return &format.Release{Record: format.Record{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "exp", ReleaseSpec: "job", Instance: "autox", ObjectNamespace: obj.Namespace, ObjectName: format.ObjectLabel(obj.Name), Revision: 1, Status: common.StatusDeployed},
 		ChartName: "hello", ChartVersion: "1.0.0", Values: DesiredValues(rs, spec.Trigger, trig.Labels), Modified: planNow, LastDeployedRevision: 1}
 }
 
@@ -212,9 +210,8 @@ func namedRelease(t *testing.T, cfg *config.Config, trig TriggerRead) *format.Re
 	t.Helper()
 	spec := cfg.Specs["web"]
 	rs := spec.ReleaseSpecs["a"]
-	return &format.Release{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "web", ReleaseSpec: "a", Instance: "autox",
-		Revision: 1, Status: common.StatusDeployed, ChartName: "hello", ChartVersion: "1.0.0",
-		Values: DesiredValues(rs, spec.Trigger, trig.Labels), Modified: planNow, LastDeployedRevision: 1}
+	return &format.Release{Record: format.Record{Name: rs.ReleaseName, Namespace: rs.Namespace, Spec: "web", ReleaseSpec: "a", Instance: "autox", Revision: 1, Status: common.StatusDeployed},
+		ChartName: "hello", ChartVersion: "1.0.0", Values: DesiredValues(rs, spec.Trigger, trig.Labels), Modified: planNow, LastDeployedRevision: 1}
 }
 
 // at is source s placed whole at targetPath path.

@@ -139,16 +139,6 @@ func ActionFor(trigger TriggerState, rel ReleaseState, onChange string) Action {
 	return ActionNone
 }
 
-// Want is the desired chart and values of one release, for comparison.
-type Want struct {
-	ChartName    string
-	ChartVersion string
-	Values       map[string]interface{}
-	// From names the source of a values path ("Secret creds"), or "" (the
-	// inline values); nil for none. A diff reason names it, never the value.
-	From func(path string) string
-}
-
 // ClassifyRelease says what state rel is in relative to want, for the
 // release spec, instance and object of owner. rel may be nil
 // (no release of that name). want may be nil when the trigger is not wanted;
@@ -156,7 +146,7 @@ type Want struct {
 // staleAfter is how old a pending release must be before it counts as left
 // behind by a dead process; its age is the time since its record was last
 // written, and an unknown time means it may still be worked on.
-func ClassifyRelease(rel *format.Release, owner format.Owner, want *Want, now time.Time, staleAfter time.Duration) (ReleaseState, string, error) {
+func ClassifyRelease(rel *format.Release, owner format.Owner, want *Desired, now time.Time, staleAfter time.Duration) (ReleaseState, string, error) {
 	if rel == nil {
 		return ReleaseAbsent, "release not found", nil
 	}

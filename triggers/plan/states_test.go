@@ -71,11 +71,10 @@ func TestDecideTable(t *testing.T) {
 func TestClassifyRelease(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	stale := 5*time.Minute + 30*time.Second
-	want := &Want{ChartName: "hello", ChartVersion: "0.1.0", Values: map[string]interface{}{"a": 1}}
+	want := &Desired{ChartName: "hello", ChartVersion: "0.1.0", Values: map[string]interface{}{"a": 1}}
 	rel := func(mut func(r *format.Release)) *format.Release {
-		r := &format.Release{Name: "s-r", Namespace: "default", Spec: "s", ReleaseSpec: "r", Revision: 3,
-			Status: common.StatusDeployed, ChartName: "hello", ChartVersion: "0.1.0",
-			Values: map[string]interface{}{"a": 1.0}, Modified: now.Add(-time.Hour), Updated: now.Add(-2 * time.Hour), DeployedBefore: true, LastDeployedRevision: 3, Instance: "autox"}
+		r := &format.Release{Record: format.Record{Name: "s-r", Namespace: "default", Spec: "s", ReleaseSpec: "r", Revision: 3, Status: common.StatusDeployed, Instance: "autox"},
+			ChartName: "hello", ChartVersion: "0.1.0", Values: map[string]interface{}{"a": 1.0}, Modified: now.Add(-time.Hour), Updated: now.Add(-2 * time.Hour), DeployedBefore: true, LastDeployedRevision: 3}
 		if mut != nil {
 			mut(r)
 		}
@@ -84,7 +83,7 @@ func TestClassifyRelease(t *testing.T) {
 	cases := []struct {
 		name       string
 		rel        *format.Release
-		want       *Want
+		want       *Desired
 		state      ReleaseState
 		reasonPart string
 	}{

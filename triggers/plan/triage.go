@@ -158,7 +158,7 @@ func Triage(s Survey) Verdict {
 		return out
 	}
 	for _, r := range s.Records {
-		out.ByStatus[r.Status]++
+		out.ByStatus[string(r.Status)]++
 	}
 	active, held := splitHeld(cfg, s.Records)
 	for _, name := range OrphanSpecs(cfg, active) {

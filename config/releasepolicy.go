@@ -1,9 +1,6 @@
 package config
 
 import (
-	"fmt"
-	"sort"
-	"strings"
 	"time"
 )
 
@@ -52,6 +49,80 @@ type Remediation struct {
 	// OnFailure is what happens once the retries are used up; defaulted to
 	// OnFailureKeep when Retries is set.
 	OnFailure string `json:"onFailure,omitempty"`
+}
+
+// Policy is how autox runs the Helm operations of one release (DESIGN §2,
+// §3): its release spec's policies with the defaults resolved. It is the
+// one shape of a release policy: the plan decides with it (a pending
+// release's unlock age, the bound of its attempts), puts it on each step,
+// and helmops sets Helm's actions up from it; PolicyDefaults.Of makes one
+// from a release spec's fields, once per decision.
+type Policy struct {
+	// Timeout bounds each operation: Helm's waits and hooks, a reinstall's
+	// wait for deleted objects. A pending release is unlocked once its
+	// record is Timeout + StaleGrace old.
+	Timeout time.Duration
+	// Wait makes Helm wait until the release's objects are ready (and
+	// WaitForJobs until its Jobs completed) before the release counts as
+	// deployed; failing that within Timeout, the revision is failed.
+	Wait, WaitForJobs bool
+	// DisableHooks skips the chart's hooks.
+	DisableHooks bool
+	// CRDs is CRDsSkip, CRDsCreate, CRDsCreateReplace or "" (Helm's own way).
+	CRDs string
+	// MaxHistory bounds the revisions kept on upgrade and rollback.
+	MaxHistory int
+	// Remediation bounds the failed attempts (nil: retried for ever) and
+	// says what happens once they are used up.
+	Remediation *Remediation
+	// ServerSideApply, when set, says whether installs, upgrades and
+	// rollbacks apply server-side (conflicts then forced: the config is the
+	// desired state) or client-side; nil: installs client-side, upgrades and
+	// rollbacks as the release's record says (helmops).
+	ServerSideApply *bool
+
+	// written is the release spec the policy was resolved from, nil for a
+	// release no release spec wants (the defaults alone).
+	written *ReleaseSpec
+}
+
+// StaleGrace is what a pending release's age must exceed beyond its
+// operations' timeout before it counts as left by a dead process.
+const StaleGrace = 30 * time.Second
+
+// StaleAfter is how old a pending release of this policy must be before
+// it counts as left by a dead process: Timeout + StaleGrace.
+func (p Policy) StaleAfter() time.Duration { return p.Timeout + StaleGrace }
+
+// Written is the release spec whose fields the policy was resolved from,
+// as the config writes them (what a plan shows of it); nil for a release
+// no release spec wants.
+func (p Policy) Written() *ReleaseSpec { return p.written }
+
+// Retries reports whether the policy bounds the failed attempts, and by
+// how many retries.
+func (p Policy) Retries() (retries int, limited bool) {
+	if p.Remediation == nil || p.Remediation.Retries == nil {
+		return 0, false
+	}
+	return *p.Remediation.Retries, true
+}
+
+// PolicyDefaults are the policies of a release spec that sets none: the
+// command line's --helm-timeout and --max-history.
+type PolicyDefaults struct {
+	Timeout    time.Duration
+	MaxHistory int
+}
+
+// Of is release spec rs's policy, these defaults filling in what it does
+// not set; rs nil (a release no release spec wants) gets the defaults.
+func (d PolicyDefaults) Of(rs *ReleaseSpec) Policy {
+	if rs == nil {
+		return Policy{Timeout: d.Timeout, MaxHistory: d.MaxHistory}
+	}
+	return Policy{Timeout: rs.TimeoutOr(d.Timeout), Wait: rs.Wait, WaitForJobs: rs.WaitForJobs, DisableHooks: rs.DisableHooks,
+		CRDs: rs.CRDs, MaxHistory: rs.MaxHistoryOr(d.MaxHistory), Remediation: rs.Remediation, ServerSideApply: rs.ServerSideApply, written: rs}
 }
 
 // Limited reports whether the release spec's attempts are bounded, and by
@@ -104,64 +175,6 @@ const (
 	SuspendedByReleaseSpec = "releaseSpec"
 )
 
-// DependencyOrder returns the release spec ids of s so that each comes
-// after every id it depends on, ties broken by id: the order installs and
-// upgrades go in (uninstalls go the other way). A valid config has no
-// cycle; ids in one are put last, in id order.
-func (s *Spec) DependencyOrder() []string {
-	ids := s.ReleaseSpecIDs()
-	placed := make(map[string]bool, len(ids))
-	out := make([]string, 0, len(ids))
-	for len(out) < len(ids) {
-		progress := false
-		for _, id := range ids {
-			if placed[id] {
-				continue
-			}
-			ready := true
-			for _, dep := range s.dependsOn(id) {
-				if !placed[dep] && s.ReleaseSpecs[dep] != nil {
-					ready = false
-				}
-			}
-			if ready {
-				placed[id], progress = true, true
-				out = append(out, id)
-			}
-		}
-		if !progress {
-			for _, id := range ids {
-				if !placed[id] {
-					out = append(out, id)
-				}
-			}
-			break
-		}
-	}
-	return out
-}
-
-// Dependents returns, sorted, the release specs of s that depend on id.
-func (s *Spec) Dependents(id string) []string {
-	var out []string
-	for _, other := range s.ReleaseSpecIDs() {
-		for _, dep := range s.dependsOn(other) {
-			if dep == id {
-				out = append(out, other)
-				break
-			}
-		}
-	}
-	return out
-}
-
-func (s *Spec) dependsOn(id string) []string {
-	if rs := s.ReleaseSpecs[id]; rs != nil {
-		return rs.DependsOn
-	}
-	return nil
-}
-
 // defaultPolicies fills in what a release spec's policies may omit; spec's
 // serverSideApply is the default of its release specs'.
 func defaultPolicies(spec *Spec, rs *ReleaseSpec) {
@@ -204,98 +217,4 @@ func validatePolicies(c *checker, p string, rs *ReleaseSpec) {
 			c.add(rp+".onFailure", "applies once the retries are used up: set `retries` too (e.g. `retries: 2`); without it autox retries without a bound")
 		}
 	}
-}
-
-// validateDependsOn checks the dependsOn lists of spec's release specs:
-// every entry names another release spec of the same spec, once, and no
-// release specs depend on each other in a cycle.
-func validateDependsOn(c *checker, sp string, spec *Spec) {
-	ids := spec.ReleaseSpecIDs()
-	known := strings.Join(ids, ", ")
-	for _, id := range ids {
-		rs := spec.ReleaseSpecs[id]
-		if rs == nil {
-			continue
-		}
-		seen := map[string]bool{}
-		for i, dep := range rs.DependsOn {
-			p := fmt.Sprintf("%s.releaseSpecs.%s.dependsOn[%d]", sp, id, i)
-			switch {
-			case dep == id:
-				c.add(p, "release spec %q cannot depend on itself; remove the entry", id)
-			case spec.ReleaseSpecs[dep] == nil:
-				c.add(p, "release spec %q is not in this spec (dependsOn names release specs of the same spec: %s)", dep, known)
-			case seen[dep]:
-				c.add(p, "release spec %q is listed twice", dep)
-			}
-			seen[dep] = true
-		}
-	}
-	for _, cycle := range dependencyCycles(spec) {
-		c.add(fmt.Sprintf("%s.releaseSpecs.%s.dependsOn", sp, cycle[0]),
-			"release specs depend on each other in a cycle (%s), so none could go first; remove one of these dependsOn entries",
-			strings.Join(append(cycle, cycle[0]), " -> "))
-	}
-}
-
-// dependencyCycles returns each cycle of spec's dependsOn once, starting at
-// its smallest id, self references left out (reported on their own).
-func dependencyCycles(spec *Spec) [][]string {
-	const (
-		unvisited = iota
-		onPath
-		done
-	)
-	state := map[string]int{}
-	seen := map[string]bool{}
-	var cycles [][]string
-	var path []string
-	var visit func(id string)
-	visit = func(id string) {
-		state[id] = onPath
-		path = append(path, id)
-		deps := append([]string(nil), spec.dependsOn(id)...)
-		sort.Strings(deps)
-		for _, dep := range deps {
-			if dep == id || spec.ReleaseSpecs[dep] == nil {
-				continue
-			}
-			switch state[dep] {
-			case unvisited:
-				visit(dep)
-			case onPath:
-				start := 0
-				for path[start] != dep {
-					start++
-				}
-				cycles = appendCycle(cycles, seen, path[start:])
-			}
-		}
-		path = path[:len(path)-1]
-		state[id] = done
-	}
-	for _, id := range spec.ReleaseSpecIDs() {
-		if state[id] == unvisited {
-			visit(id)
-		}
-	}
-	return cycles
-}
-
-// appendCycle adds cycle, rotated to start at its smallest id, unless it
-// was found before.
-func appendCycle(cycles [][]string, seen map[string]bool, cycle []string) [][]string {
-	min := 0
-	for i, id := range cycle {
-		if id < cycle[min] {
-			min = i
-		}
-	}
-	rotated := append(append([]string(nil), cycle[min:]...), cycle[:min]...)
-	key := strings.Join(rotated, "/")
-	if seen[key] {
-		return cycles
-	}
-	seen[key] = true
-	return append(cycles, rotated)
 }

@@ -4,19 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/triggers/attempts"
-	"github.com/autox-dev/autox/triggers/observe"
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
-// AttemptRecords writes the failed attempts of release specs with
+// AttemptWriter writes the failed attempts of release specs with
 // remediation retries (attempts.Store), through the term's fenced client.
-type AttemptRecords interface {
+type AttemptWriter interface {
 	Record(ctx context.Context, namespace, release string, e attempts.Entry) error
 	Forget(ctx context.Context, namespace, release string) error
 }
@@ -29,29 +26,15 @@ var ErrRetriesExhausted = errors.New("remediation retries used up")
 // (the chart could not be fetched): it is no failed attempt of the release.
 var errNoAttempt = errors.New("no Helm operation started")
 
-// policyOf is how the operations of step s run: its release spec's
-// policies in the config the plan was decided with; the defaults for a
-// release no release spec wants.
-func policyOf(o *observe.Observed, s plan.Step) helmops.Policy {
-	if o.Config == nil {
-		return helmops.Policy{}
-	}
-	rs := o.Config.ReleaseSpecs[s.ReleaseSpec]
-	if rs == nil {
-		return helmops.Policy{}
-	}
-	return helmops.Policy{Timeout: rs.TimeoutOr(0), Wait: rs.Wait, WaitForJobs: rs.WaitForJobs, DisableHooks: rs.DisableHooks,
-		CRDs: rs.CRDs, MaxHistory: rs.MaxHistoryOr(0), ServerSideApply: rs.ServerSideApply}
-}
-
 // attempted records the outcome of step s (err: its error) for a release
 // spec whose retries are bounded: a failed install, upgrade or reinstall
 // counts one failure for what it installs, and the one that uses up the
 // retries is an Event; a successful one, or a record the plan no longer
 // needs, is forgotten. It returns the step's error, with what recording
 // failed.
-func (a *Applier) attempted(ctx context.Context, o *observe.Observed, s plan.Step, err error) error {
-	r := remediationOf(s)
+func (a *Applier) attempted(ctx context.Context, p plan.Plan, s plan.Step, err error) error {
+	r := s.Retries
+	retries, _ := s.Policy.Retries()
 	if r == nil || !isForward(s.Action) {
 		return errors.Join(err, a.remember(ctx, s, err))
 	}
@@ -69,14 +52,15 @@ func (a *Applier) attempted(ctx context.Context, o *observe.Observed, s plan.Ste
 	if werr := a.opts.Attempts.Record(ctx, s.Namespace, s.Release, e); werr != nil {
 		return errors.Join(err, werr)
 	}
-	if failures > r.Retries {
-		next := map[bool]string{true: "the next reconcile applies onFailure " + r.OnFailure, false: "the release is left as it is"}[r.OnFailure != "keep"]
-		a.event(o.Ref, corev1.EventTypeWarning, "RetriesExhausted",
+	if failures > retries {
+		onFailure := s.Policy.Remediation.OnFailure
+		next := map[bool]string{true: "the next reconcile applies onFailure " + onFailure, false: "the release is left as it is"}[onFailure != "keep"]
+		a.event(p.Ref, corev1.EventTypeWarning, "RetriesExhausted",
 			"release %s/%s: retries used up after %d failed attempts of this config, chart and trigger (retries %d); %s; autox makes no further attempt until the config, the chart or the trigger changes",
-			s.Namespace, s.Release, failures, r.Retries, next)
+			s.Namespace, s.Release, failures, retries, next)
 		a.opts.Log.Warn().Str("spec", s.Spec).Str("releaseSpec", s.ReleaseSpec).Str("release", s.Release).Str("namespace", s.Namespace).
-			Int("failures", failures).Int("retries", r.Retries).Str("onFailure", r.OnFailure).Msg("remediation retries used up")
-		return fmt.Errorf("%w (%d failed attempts, retries %d): %w", ErrRetriesExhausted, failures, r.Retries, err)
+			Int("failures", failures).Int("retries", retries).Str("onFailure", onFailure).Msg("remediation retries used up")
+		return fmt.Errorf("%w (%d failed attempts, retries %d): %w", ErrRetriesExhausted, failures, retries, err)
 	}
 	return err
 }
@@ -84,7 +68,7 @@ func (a *Applier) attempted(ctx context.Context, o *observe.Observed, s plan.Ste
 // remember forgets the record of step s's release when the plan says it
 // goes, or a forward step succeeded after failures were recorded.
 func (a *Applier) remember(ctx context.Context, s plan.Step, err error) error {
-	r := remediationOf(s)
+	r := s.Retries
 	if r == nil || err != nil || !(r.Forget || (isForward(s.Action) && r.Recorded)) {
 		return nil
 	}
@@ -94,25 +78,6 @@ func (a *Applier) remember(ctx context.Context, s plan.Step, err error) error {
 	return a.opts.Attempts.Forget(ctx, s.Namespace, s.Release)
 }
 
-func remediationOf(s plan.Step) *plan.Remediation {
-	if s.Policies == nil {
-		return nil
-	}
-	return s.Policies.Remediation
-}
-
 func isForward(a plan.Action) bool {
 	return a == plan.ActionInstall || a == plan.ActionUpgrade || a == plan.ActionReinstall
-}
-
-// reportSuspended says, with an Event on the trigger object, that a
-// suspended spec or release spec has pending changes autox does not make.
-func (a *Applier) reportSuspended(o *observe.Observed, p plan.Plan) {
-	pending := plan.SuspendedChanges(p)
-	if len(pending) == 0 {
-		return
-	}
-	a.opts.Log.Info().Str("spec", o.Spec).Str("object", o.Object.String()).Strs("pending", pending).Msg("suspended: changes pending, no Helm write")
-	a.event(o.Ref, corev1.EventTypeNormal, "SuspendedChangesPending", "spec %s: suspended, autox makes no Helm write; pending: %s; set suspend: false to apply them",
-		o.Spec, strings.Join(pending, ", "))
 }

@@ -45,12 +45,19 @@ func recorded(id string, failures int, fresh bool) func(o *Observation) {
 		fp := "another-config"
 		for _, s := range Decide(*o).Steps {
 			if s.ReleaseSpec == id && !s.removal && fresh {
-				fp = s.Policies.Remediation.Fingerprint
+				fp = s.Retries.Fingerprint
 			}
 		}
 		ro := o.ReleaseSpecs[id]
 		ro.Attempts = &Attempts{Fingerprint: fp, Failures: failures}
 		o.ReleaseSpecs[id] = ro
+	}
+}
+
+// recordHolds is o with a record of managed namespaces that holds these.
+func recordHolds(namespaces ...string) func(o *Observation) {
+	return func(o *Observation) {
+		o.Managed = &ManagedNamespaces{ConfigMap: "home/autox-namespaces-autox", Namespaces: namespaces}
 	}
 }
 
@@ -108,7 +115,7 @@ func TestDecidePolicies(t *testing.T) {
 		{"a suspended spec removed from the file is a removal like any other", observation(all(suspendSpec, bothDeployed, func(o *Observation) { o.Config = nil })),
 			[]want{{"uninstall", "web-a", "", "spec removed from config"}, {"uninstall", "web-b", "", "spec removed from config"}}, nil},
 		{"a suspended selector spec's releases of no object stay", Observation{Spec: "web", Instance: "autox", Unattributed: true, SpecSuspended: true,
-			Current: []*format.Release{deployed("a")}, Now: planNow, StaleAfter: time.Minute},
+			Current: []*format.Release{deployed("a")}, Now: planNow, Defaults: config.PolicyDefaults{Timeout: time.Minute - config.StaleGrace}},
 			[]want{{"suspended", "web-a", "uninstall", "no object's release"}}, nil},
 
 		// Remediation.
@@ -144,6 +151,21 @@ func TestDecidePolicies(t *testing.T) {
 				r.Status, r.Revision, r.Modified = common.StatusPendingUpgrade, 3, planNow.Add(-2*time.Minute)
 			}), deployed("b"))),
 			[]want{{"wait", "web-a", "", "pending-upgrade since 2m0s"}, {"unchanged", "web-b", "", ""}}, nil},
+
+		// The record of managed namespaces.
+		{"an install into a namespace not recorded waits", observation(recordHolds("ns")),
+			[]want{{"install", "web-a", "", ""}, {"wait", "web-b", "install", "namespace other is not recorded in ConfigMap home/autox-namespaces-autox yet"}}, nil},
+		{"an upgrade there goes ahead, a reinstall waits", observation(all(recordHolds(), bothDeployed, newLabel)),
+			[]want{{"upgrade", "web-a", "", "values changed"}, {"wait", "web-b", "reinstall", "namespace other is not recorded"}}, nil},
+		{"a record that cannot be read holds every install, saying why", observation(all(recordHolds(), func(o *Observation) {
+			o.Managed.Err = errors.New("configmaps is forbidden")
+		})),
+			[]want{{"wait", "web-a", "install", "(configmaps is forbidden)"}, {"wait", "web-b", "install", "(configmaps is forbidden)"}}, nil},
+		{"its dependents wait with it", observation(all(recordHolds("other"), bDependsOnA)),
+			[]want{{"wait", "web-a", "install", "namespace ns is not recorded"}, {"wait", "web-b", "install", "waits for release spec a"}}, nil},
+		{"the removal it replaces waits with it", observation(all(recordHolds("old", "other"), current(with(deployed("a"), func(r *format.Release) { r.Namespace = "old" })))),
+			[]want{{"wait", "web-a", "uninstall", "waits for the install of its replacement"}, {"wait", "web-a", "install", "namespace ns is not recorded"},
+				{"install", "web-b", "", ""}}, nil},
 
 		// dependsOn.
 		{"installs in order", observation(bDependsOnA),
@@ -220,10 +242,10 @@ func TestDecideOrder(t *testing.T) {
 // TestRemediationState: what a step says of the failures and what apply
 // must do with the record: count, or forget it.
 func TestRemediationState(t *testing.T) {
-	rem := func(o Observation) *Remediation {
+	rem := func(o Observation) *Retries {
 		for _, s := range Decide(o).Steps {
-			if s.ReleaseSpec == "a" && s.Policies != nil {
-				return s.Policies.Remediation
+			if s.ReleaseSpec == "a" && s.Retries != nil {
+				return s.Retries
 			}
 		}
 		return nil
