@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -26,6 +27,8 @@ import (
 // pushes it to a real registry (scripts/registry.sh's) on 127.0.0.1, pulls
 // it back, checks each platform's config and files, runs the amd64 binary
 // taken out of its layer, and pins the digest in an overlay of the base.
+// The binaries may come from image.sh's cache: an amd64 image built with
+// --no-cache must be the same, byte for byte.
 func TestImageScript(t *testing.T) {
 	root, err := testenv.ModuleRoot()
 	if err != nil {
@@ -35,22 +38,7 @@ func TestImageScript(t *testing.T) {
 	addr := startRegistry(t, root)
 
 	const version = "v9.9.9-imagetest"
-	// As a process of its own group: if the test dies, the builds die too.
-	p := testenv.StartProcess(t, "bash", filepath.Join(root, "scripts", "image.sh"), "--registry", addr+"/test", "--version", version)
-	// A bound for a broken build; the first build for a platform compiles
-	// every dependency for it (minutes), later ones come from Go's cache.
-	if code, err := p.Wait(30 * time.Minute); err != nil || code != 0 {
-		t.Fatalf("scripts/image.sh: exit code %d, %v\n%s", code, err, p.Output())
-	}
-	lines := strings.Split(strings.TrimSpace(p.Output()), "\n")
-	pushed := lines[len(lines)-1]
-	ref, err := name.NewDigest(pushed)
-	if err != nil {
-		t.Fatalf("scripts/image.sh printed %q, not a reference with a digest: %v", pushed, err)
-	}
-	if want := addr + "/test/autox:" + version + "@sha256:"; !strings.HasPrefix(pushed, want) {
-		t.Errorf("pushed %s, want %s…", pushed, want)
-	}
+	ref := imageScript(t, root, addr+"/test", version)
 	revision, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output()
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +91,56 @@ func TestImageScript(t *testing.T) {
 		t.Errorf("platforms %v, want amd64 and arm64", m.Manifests)
 	}
 	pinInOverlay(t, root, ref)
+	sameWithoutCache(t, root, addr, version, m)
+}
+
+// imageScript runs scripts/image.sh with args, pushing to repo (registry
+// and path) with version, and returns the reference it printed last.
+func imageScript(t *testing.T, root, repo, version string, args ...string) name.Digest {
+	t.Helper()
+	args = append([]string{filepath.Join(root, "scripts", "image.sh"), "--registry", repo, "--version", version}, args...)
+	// As a process of its own group: if the test dies, the builds die too.
+	p := testenv.StartProcess(t, "bash", args...)
+	// A bound for a broken build; the first build for a platform compiles
+	// every dependency for it (minutes), later ones come from Go's cache.
+	if code, err := p.Wait(30 * time.Minute); err != nil || code != 0 {
+		t.Fatalf("scripts/image.sh: exit code %d, %v\n%s", code, err, p.Output())
+	}
+	lines := strings.Split(strings.TrimSpace(p.Output()), "\n")
+	pushed := lines[len(lines)-1]
+	ref, err := name.NewDigest(pushed)
+	if err != nil {
+		t.Fatalf("scripts/image.sh printed %q, not a reference with a digest: %v", pushed, err)
+	}
+	if want := repo + "/autox:" + version + "@sha256:"; !strings.HasPrefix(pushed, want) {
+		t.Errorf("pushed %s, want %s…", pushed, want)
+	}
+	return ref
+}
+
+// sameWithoutCache builds the amd64 image again with --no-cache and checks
+// that it is the amd64 image of index, the image a cached binary went into.
+// A cache key that misses something a build depends on fails here.
+func sameWithoutCache(t *testing.T, root, addr, version string, index *v1.IndexManifest) {
+	t.Helper()
+	var cached []v1.Hash
+	for _, desc := range index.Manifests {
+		if desc.Platform.Architecture == "amd64" {
+			cached = append(cached, desc.Digest)
+		}
+	}
+	ref := imageScript(t, root, addr+"/uncached", version, "--no-cache", "--platforms", "linux/amd64")
+	idx, err := remote.Index(ref)
+	if err != nil {
+		t.Fatalf("pull %s: %v", ref, err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Manifests) != 1 || len(cached) != 1 || m.Manifests[0].Digest != cached[0] {
+		t.Errorf("the amd64 image built with --no-cache is %v, the one image.sh built first %v: a cached binary is not what a build makes", m.Manifests, cached)
+	}
 }
 
 // startRegistry runs the registry scripts/registry.sh builds, on a free
