@@ -74,7 +74,7 @@ func TestUnlockAfterHelmTimeoutPlusGrace(t *testing.T) {
 	first := e.run(cfg, "--helm-timeout", "1h")
 	e.WaitRelease("web-up", "installed", deployedAt(1))
 	e.Relabel("web", version("2.0.0"))
-	blockedInstall(t, first) // the pre-upgrade hook
+	blockedInstall(t, e) // the pre-upgrade hook
 	pending := e.WaitRelease("web-up", "pending-upgrade", func(r *format.Release) bool {
 		return r != nil && r.Status == common.StatusPendingUpgrade && r.Revision == 2
 	})

@@ -56,12 +56,24 @@ func alive(p *testenv.Process) bool {
 var slowConfig = webSpec(`      slow: {chart: {path: {{.Charts}}/slow}}
 `)
 
-// blockedInstall waits until p's install of the slow chart waits on its
-// hook Job, which never completes on a control plane without controllers.
-func blockedInstall(t *testing.T, p *testenv.Process) {
+// blockedInstall waits until a Helm operation of the slow (or hookupgrade)
+// chart waits on its hook Job, which never completes on a control plane
+// without controllers: the Job exists. Helm 4 logs its hook wait through
+// log/slog's default logger, which autox leaves alone, so the cluster is
+// what tells.
+func blockedInstall(t *testing.T, e *env) {
 	t.Helper()
 	testenv.Eventually(t, patience, "the install waiting on its hook", func() (bool, error) {
-		return strings.Contains(p.Output(), "Watching for changes to Job"), nil
+		jobs, err := cluster.Client.BatchV1().Jobs(e.NS).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, j := range jobs.Items {
+			if strings.HasSuffix(j.Name, "-wait") {
+				return true, nil
+			}
+		}
+		return false, nil
 	})
 }
 
@@ -75,7 +87,7 @@ func TestLostLeaseStopsWritingAtOnce(t *testing.T) {
 	e.Deployment("web", version("1.0.0"))
 	p := e.run(e.WriteConfig(slowConfig), "--helm-timeout", "10s")
 	metric := e.metricsOf(p)
-	blockedInstall(t, p)
+	blockedInstall(t, e)
 	if r := e.Release("web-slow"); r == nil || r.Status != common.StatusPendingInstall {
 		t.Fatalf("the install is not pending: %+v", r)
 	}
@@ -131,7 +143,7 @@ func TestRollingUpdateWaitsForLease(t *testing.T) {
 	// The shutdown timeout (8s) is twice the lease duration (4s): a Lease not
 	// held through the old process's shutdown would pass to the new one.
 	old := e.run(cfg, "--helm-timeout", "1h", "--shutdown-timeout", "8s")
-	blockedInstall(t, old)
+	blockedInstall(t, e)
 	next := e.run(cfg)
 	testenv.Eventually(t, patience, "the new process standing by", func() (bool, error) {
 		return strings.Contains(next.Output(), "standing by: another process leads"), nil

@@ -425,16 +425,16 @@ func TestGracefulStop(t *testing.T) {
 
 	slowConfig := webSpec("      slow: {chart: {path: {{.Charts}}/slow}}\n")
 	// blocked starts autox and waits until its install waits on the hook.
-	blocked := func(e *env, extra ...string) *testenv.Process {
+	blocked := func(t *testing.T, e *env, extra ...string) *testenv.Process {
 		e.Deployment("web", version("1.0.0"))
 		p := e.run(e.WriteConfig(slowConfig), append([]string{"--helm-timeout", "1h"}, extra...)...)
-		e.waitLog(p, "Watching for changes to Job")
+		blockedInstall(t, e)
 		return p
 	}
 
 	t.Run("second signal", func(t *testing.T) {
 		e := newEnv(t)
-		p := blocked(e, "--shutdown-timeout", "1h")
+		p := blocked(t, e, "--shutdown-timeout", "1h")
 		p.Signal(syscall.SIGTERM)
 		e.waitLog(p, "stopping: no new reconcile starts, waiting for running ones")
 		// Once running operations end, a stop takes milliseconds: still
@@ -451,7 +451,7 @@ func TestGracefulStop(t *testing.T) {
 
 	t.Run("shutdown timeout", func(t *testing.T) {
 		e := newEnv(t)
-		p := blocked(e, "--shutdown-timeout", "2s")
+		p := blocked(t, e, "--shutdown-timeout", "2s")
 		p.Signal(syscall.SIGTERM)
 		code, err := p.Wait(patience)
 		if err != nil || code != 0 {
