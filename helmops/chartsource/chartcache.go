@@ -1,7 +1,6 @@
 package chartsource
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/rs/zerolog"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
-	"helm.sh/helm/v4/pkg/chart/v2/loader"
 
 	"github.com/autox-dev/autox/config"
 )
@@ -101,7 +99,7 @@ func (c *ChartCache) Load(ctx context.Context, ref config.Chart, configDir strin
 	if err := c.opts.Keyrings.verify(ctx, ref, a); err != nil {
 		return nil, err
 	}
-	ch, err := loader.LoadArchive(bytes.NewReader(a.data))
+	ch, err := shared.archive(a.data)
 	if err != nil {
 		return nil, fmt.Errorf("cannot parse chart %s %s from %s: %w", ref.Name, ref.Version, withoutUserinfo(ref.Repo), err)
 	}

@@ -5,7 +5,6 @@
 package chartsource
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,12 +14,12 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
-	"helm.sh/helm/v4/pkg/chart/v2/loader"
 )
 
 // ChartSource loads the chart a release spec names. Each call returns a fresh
 // *chart.Chart: Helm mutates the chart it installs, so one must never be
-// shared between operations.
+// shared between operations. Charts are parsed once per content and copied
+// for each call (parsed.go).
 type ChartSource interface {
 	Load(ctx context.Context, ref config.Chart, configDir string) (*chart.Chart, error)
 }
@@ -47,7 +46,7 @@ func (l LocalCharts) Load(ctx context.Context, ref config.Chart, configDir strin
 	if ref.Pinned() || ref.Verify {
 		return l.loadTrusted(ctx, ref, p)
 	}
-	c, err := loader.Load(p)
+	c, err := shared.path(p)
 	if err != nil {
 		return nil, fmt.Errorf("cannot load chart from %s: %w", p, err)
 	}
@@ -74,7 +73,7 @@ func (l LocalCharts) loadTrusted(ctx context.Context, ref config.Chart, p string
 	if err := l.Keyrings.verify(ctx, ref, a); err != nil {
 		return nil, err
 	}
-	c, err := loader.LoadArchive(bytes.NewReader(data))
+	c, err := shared.archive(data)
 	if err != nil {
 		return nil, fmt.Errorf("cannot load chart from %s: %w", p, err)
 	}
