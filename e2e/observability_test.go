@@ -117,3 +117,34 @@ func TestMetricsProbesAndEvents(t *testing.T) {
 	}
 	p.Stop(patience)
 }
+
+var pprofAddrRe = regexp.MustCompile(`"addr":"([^"]+)"[^}]*"message":"serving Go profiles`)
+
+// TestPprofAddr: --pprof-addr serves Go's profiles on an address of its
+// own, never on --http-addr, where metrics are scraped.
+func TestPprofAddr(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.WriteConfig(webConfig)
+	p := e.run(cfg, "--pprof-addr", "127.0.0.1:0")
+	base := e.httpBase(p)
+	var pprofBase string
+	testenv.Eventually(t, patience, "profile address logged", func() (bool, error) {
+		m := pprofAddrRe.FindStringSubmatch(p.Output())
+		if m != nil {
+			pprofBase = "http://" + m[1]
+		}
+		return m != nil, nil
+	})
+	if code, body := httpGet(pprofBase + "/debug/pprof/heap?debug=1"); code != 200 || !strings.Contains(body, "heap profile") {
+		t.Errorf("heap profile on --pprof-addr: %d %.200s", code, body)
+	}
+	if code, body := httpGet(pprofBase + "/debug/pprof/goroutine?debug=1"); code != 200 || !strings.Contains(body, "goroutine profile") {
+		t.Errorf("goroutine profile on --pprof-addr: %d %.200s", code, body)
+	}
+	if code, _ := httpGet(base + "/debug/pprof/"); code != 404 {
+		t.Errorf("profiles on --http-addr: %d, want 404", code)
+	}
+	if code := p.Stop(patience); code != 0 {
+		t.Errorf("stop: exit code %d", code)
+	}
+}

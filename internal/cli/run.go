@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -39,6 +40,7 @@ type runFlags struct {
 	leaseDuration, renewDeadline        time.Duration
 	retryPeriod                         time.Duration
 	httpAddr, logLevel, logFormat       string
+	pprofAddr                           string
 	configDebounce, configCheckInterval time.Duration
 	valuesCoalesce                      time.Duration
 }
@@ -74,6 +76,7 @@ func newRunCommand(version string) *cobra.Command {
 	fs.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader tries to renew before it gives up leading")
 	fs.DurationVar(&f.retryPeriod, "leader-election-retry-period", 2*time.Second, "period of acquire and renew attempts")
 	fs.StringVar(&f.httpAddr, "http-addr", ":8080", "address serving /metrics, /healthz and /readyz (empty: off)")
+	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "address serving Go's profiles under /debug/pprof/, e.g. 127.0.0.1:6060 (empty: off)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or console")
 	return cmd
@@ -255,10 +258,25 @@ func (r *runner) connect() (kubernetes.Interface, error) {
 }
 
 // serve starts /metrics, /healthz and /readyz (none with --http-addr ""),
-// and returns what shuts the server down.
+// and the profiles with --pprof-addr, and returns what shuts them down.
 func (r *runner) serve(w *watch.Watcher) (shutdown func(), err error) {
+	var servers []*http.Server
+	shutdown = func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, srv := range servers {
+			_ = srv.Shutdown(sctx)
+		}
+	}
+	if r.f.pprofAddr != "" {
+		srv, err := servePprof(r.f.pprofAddr, r.log)
+		if err != nil {
+			return nil, err
+		}
+		servers = append(servers, srv)
+	}
 	if r.f.httpAddr == "" {
-		return func() {}, nil
+		return shutdown, nil
 	}
 	srv, err := serveHTTP(r.f.httpAddr, r.metrics.registry, probes{
 		// A standby is ready: it holds a valid config and takes over on its own.
@@ -280,13 +298,11 @@ func (r *runner) serve(w *watch.Watcher) (shutdown func(), err error) {
 		},
 	}, r.log)
 	if err != nil {
+		shutdown()
 		return nil, err
 	}
-	return func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}, nil
+	servers = append(servers, srv)
+	return shutdown, nil
 }
 
 // elect runs leadership terms (lead) until ctx ends: with leader election,

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +45,32 @@ func serveHTTP(addr string, metrics prometheus.Gatherer, p probes, log zerolog.L
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error().Err(err).Msg("http server stopped")
+		}
+	}()
+	return srv, nil
+}
+
+// servePprof serves Go's runtime profiles (net/http/pprof) on addr, apart
+// from --http-addr so that a profile endpoint is never exposed where metrics
+// are scraped: it is off unless asked for, and meant for a loopback address
+// reached with kubectl port-forward. Binding happens before returning.
+func servePprof(addr string, log zerolog.Logger) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("cannot listen on --pprof-addr %s: %w", addr, err)
+	}
+	log.Info().Str("addr", ln.Addr().String()).Msg("serving Go profiles under /debug/pprof/")
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	// No write timeout: a CPU profile or trace streams for its ?seconds=.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Msg("profile server stopped")
 		}
 	}()
 	return srv, nil
