@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/autox-dev/autox/internal/eventsink"
 	"github.com/autox-dev/autox/internal/leader"
 	"github.com/autox-dev/autox/triggers"
 	"github.com/autox-dev/autox/watch"
@@ -34,6 +35,9 @@ func MetricNames() ([]string, error) {
 		return nil, err
 	}
 	if _, err := leader.NewMetrics(rec); err != nil {
+		return nil, err
+	}
+	if _, err := eventsink.NewMetrics(rec); err != nil {
 		return nil, err
 	}
 	if _, err := triggers.NewMetrics(rec); err != nil {

@@ -16,12 +16,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/helmops/chartsource"
+	"github.com/autox-dev/autox/internal/eventsink"
 	"github.com/autox-dev/autox/internal/leader"
 	"github.com/autox-dev/autox/triggers"
 	"github.com/autox-dev/autox/watch"
@@ -206,6 +206,7 @@ type runMetrics struct {
 	watch    *watch.Metrics
 	leader   *leader.Metrics
 	loop     *triggers.Metrics
+	events   *eventsink.Metrics
 }
 
 func (r *runner) registerMetrics() error {
@@ -221,6 +222,9 @@ func (r *runner) registerMetrics() error {
 		return fmt.Errorf("cannot register metrics: %w", err)
 	}
 	if m.loop, err = triggers.NewMetrics(registry); err != nil {
+		return fmt.Errorf("cannot register metrics: %w", err)
+	}
+	if m.events, err = eventsink.NewMetrics(registry); err != nil {
 		return fmt.Errorf("cannot register metrics: %w", err)
 	}
 	r.metrics = m
@@ -329,9 +333,24 @@ func (r *runner) lead(ctx context.Context, term *leader.Term) error {
 	if err != nil {
 		return err
 	}
+	// Events go out through an asynchronous sink with a budget (eventsink):
+	// the broadcaster still aggregates them, but never sends them one by
+	// one behind the operations that recorded them. The sink stops after
+	// the broadcaster (defers run last-in first-out), draining for 2s.
+	sinkCtx, stopSink := context.WithCancel(context.Background())
+	sink := eventsink.New(deps.client.CoreV1().Events(""), eventsink.Options{Metrics: r.metrics.events, Log: r.log})
+	sinkDone := make(chan struct{})
+	go func() {
+		defer close(sinkDone)
+		sink.Run(sinkCtx, 2*time.Second)
+	}()
+	defer func() {
+		stopSink()
+		<-sinkDone
+	}()
 	events := record.NewBroadcaster()
 	defer events.Shutdown()
-	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: deps.client.CoreV1().Events("")})
+	events.StartRecordingToSink(sink)
 	// The term's reads of release records go through an index of their
 	// metadata, fed by the term's own watch (started and stopped by Run).
 	records := deps.helm.NewRecordIndex()
