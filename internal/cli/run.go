@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"math"
+
 	"context"
 	"errors"
 	"fmt"
+	memlimit "github.com/KimMachineGun/automemlimit/memlimit"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -112,6 +115,7 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 	if err := f.check(); err != nil {
 		return &exitError{1, err}
 	}
+	setMemoryLimit(log)
 	initial, err := watch.Load(f.config)
 	if err != nil {
 		return configError(cmd, f.config, err)
@@ -372,4 +376,20 @@ func (r *runner) lead(ctx context.Context, term *leader.Term) error {
 	// Catch up with a file changed since the last check.
 	r.reloader.Check(ctx)
 	return ctrl.Run(ctx)
+}
+
+// setMemoryLimit gives the Go runtime a soft memory limit of 90 % of the
+// container's (its cgroup's memory limit), so that the garbage collector
+// works harder as the process nears it instead of letting a cold
+// convergence's short-lived garbage grow the heap to twice the live data
+// and the kubelet kill the pod. GOMEMLIMIT, or AUTOMEMLIMIT (a ratio, or
+// "off"), set in the environment win; without a cgroup limit nothing changes.
+func setMemoryLimit(log zerolog.Logger) {
+	limit, err := memlimit.Set(memlimit.WithRatio(0.9), memlimit.WithProvider(memlimit.FromCgroup))
+	switch {
+	case err != nil:
+		log.Warn().Err(err).Msg("cannot set a soft memory limit from the container's; set GOMEMLIMIT")
+	case limit > 0 && limit < math.MaxInt64:
+		log.Info().Int64("bytes", limit).Msg("soft memory limit (GOMEMLIMIT)")
+	}
 }
