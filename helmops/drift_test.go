@@ -366,4 +366,3 @@ func TestDriftFenced(t *testing.T) {
 		t.Errorf("replicas = %d after the term", r)
 	}
 }
-
