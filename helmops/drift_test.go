@@ -366,3 +366,31 @@ func TestDriftFenced(t *testing.T) {
 		t.Errorf("replicas = %d after the term", r)
 	}
 }
+
+// TestDriftUnstable: a webhook that sets a field the chart sets to a new
+// value on every write makes it differ on each check although autox wrote
+// it last: reported unstable, never corrected, so no loop of writes.
+func TestDriftUnstable(t *testing.T) {
+	m := newManager(t, DriverSecret)
+	ns := cluster.Namespace(t)
+	mu := cluster.MutateAnnotation(t, ns, "note")
+	if _, err := m.Install(context.Background(), desired(t, ns, "d", "charts/drift", map[string]interface{}{"password": driftPassword})); err != nil {
+		t.Fatal(err)
+	}
+	c := m.NewDriftChecker(DriftOptions{})
+	before := deployment(t, ns).ResourceVersion
+	for i := 0; i < 2; i++ {
+		rep := checkDrift(t, c, ns, correct, false)
+		onlyDrifted(t, rep, "Deployment")
+		d := object(t, rep, "Deployment")
+		if len(d.Fields) != 1 || d.Fields[0].Path != "/metadata/annotations/note" || d.Fields[0].State != drift.Unstable || d.Corrected || d.Correction != nil {
+			t.Errorf("check %d: %+v", i, d)
+		}
+	}
+	if after := deployment(t, ns).ResourceVersion; after != before {
+		t.Errorf("the Deployment was written (resourceVersion %s, was %s)", after, before)
+	}
+	if mu.Mutated() < 3 {
+		t.Errorf("the webhook mutated %d admissions, want the install's and each dry run's", mu.Mutated())
+	}
+}
