@@ -12,6 +12,7 @@ import (
 	"helm.sh/helm/v4/pkg/release/common"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +21,7 @@ import (
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/drift"
 	"github.com/autox-dev/autox/internal/leader"
+	"github.com/autox-dev/autox/internal/testenv"
 )
 
 // The values of the drift chart's Secret: never in any output.
@@ -53,6 +55,31 @@ func scale(t *testing.T, ns string, replicas int32) {
 		metav1.UpdateOptions{FieldManager: "kubectl"}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// writes counts the writes (not dry runs) in namespace ns so far: a
+// sentinel write, once the audit log shows it, says every earlier one is
+// there; sentinels are not counted.
+func writes(t *testing.T, ns string) int {
+	t.Helper()
+	sentinel := fmt.Sprintf("sentinel-%d", time.Now().UnixNano())
+	if _, err := cluster.Client.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: sentinel}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	testenv.Eventually(t, time.Minute, "the sentinel write in the audit log", func() (bool, error) {
+		seen := false
+		w, err := cluster.Writes(func(w testenv.Write) bool {
+			if w.Name == sentinel {
+				seen = true
+			}
+			return w.Namespace == ns && !w.DryRun && !strings.HasPrefix(w.Name, "sentinel-") &&
+				w.Verb != "get" && w.Verb != "list" && w.Verb != "watch"
+		})
+		n = len(w)
+		return seen, err
+	})
+	return n
 }
 
 func deployment(t *testing.T, ns string) *appsv1.Deployment {
@@ -127,7 +154,11 @@ func TestDriftScaled(t *testing.T) {
 	rv := recordVersion(t, ns)
 
 	scale(t, ns, 3)
+	before := writes(t, ns)
 	rep := checkDrift(t, c, ns, warn, false)
+	if after := writes(t, ns); after != before {
+		t.Errorf("a check in warn wrote: %d writes in the namespace, were %d", after, before)
+	}
 	onlyDrifted(t, rep, "Deployment")
 	d := object(t, rep, "Deployment")
 	if len(d.Fields) != 1 || d.Fields[0].Path != "/spec/replicas" || d.Fields[0].State != drift.Drifted || strings.Join(d.Fields[0].Managers, ",") != "kubectl" {
@@ -392,5 +423,27 @@ func TestDriftUnstable(t *testing.T) {
 	}
 	if mu.Mutated() < 3 {
 		t.Errorf("the webhook mutated %d admissions, want the install's and each dry run's", mu.Mutated())
+	}
+}
+
+// TestDriftDryRunRefused: a manifest server-side apply refuses (a
+// duplicate list-map key, which Helm's client-side install accepted) is
+// reported for its object; the others are checked, and nothing fails.
+func TestDriftDryRunRefused(t *testing.T) {
+	m := newManager(t, DriverSecret)
+	ns := cluster.Namespace(t)
+	if _, err := m.Install(context.Background(), desired(t, ns, "d", "charts/drift", map[string]interface{}{"password": driftPassword, "duplicateEnv": true})); err != nil {
+		t.Fatal(err)
+	}
+	c := m.NewDriftChecker(DriftOptions{})
+	rep, err := c.Check(context.Background(), DriftTarget{Namespace: ns, Name: "d", Revision: 1, Policy: correct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := rep.Failed(); len(f) != 1 || f[0].Object.Kind != "Deployment" || !strings.Contains(f[0].CheckErr.Error(), "dry-run apply") {
+		t.Errorf("failed = %+v", f)
+	}
+	if len(rep.Objects) != 4 || rep.Drifted() {
+		t.Errorf("report = %+v", rep)
 	}
 }
