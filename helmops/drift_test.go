@@ -17,6 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/drift"
@@ -445,5 +447,23 @@ func TestDriftDryRunRefused(t *testing.T) {
 	}
 	if len(rep.Objects) != 4 || rep.Drifted() {
 		t.Errorf("report = %+v", rep)
+	}
+}
+
+// TestDriftRateLimiter: the checker's requests take their tokens from a
+// limiter of their own, never from the one installs and upgrades share.
+func TestDriftRateLimiter(t *testing.T) {
+	rc := rest.CopyConfig(cluster.Config)
+	rc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(1, 1)
+	m, err := New(withClients(t, Options{RESTConfig: rc, Timeout: time.Minute}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.NewDriftChecker(DriftOptions{QPS: 7, Burst: 9})
+	if c.config.RateLimiter == nil || c.config.RateLimiter == rc.RateLimiter || c.config.RateLimiter.QPS() != 7 {
+		t.Errorf("the checker's limiter %v, the Manager's %v", c.config.RateLimiter, rc.RateLimiter)
+	}
+	if d := m.NewDriftChecker(DriftOptions{}); d.config.RateLimiter.QPS() != DefaultDriftQPS {
+		t.Errorf("default QPS %v", d.config.RateLimiter.QPS())
 	}
 }

@@ -116,6 +116,7 @@ const (
 	ReasonSuspended    = "release suspended"
 	ReasonKind         = "kind never corrected" // Jobs, Pods, CRDs
 	ReasonOtherRelease = "names another release"
+	ReasonUnmarked     = "not marked as the release's (no " + annotationReleaseName + " annotation)"
 	ReasonOptedOut     = "opted out (" + format.AnnotationDrift + ": " + format.DriftDisabled + ")"
 )
 
@@ -249,6 +250,11 @@ func notCorrected(in Input, gvk schema.GroupVersionKind) string {
 		return ReasonOptedOut
 	case in.Live != nil && namesAnotherRelease(in.Live.GetAnnotations(), in.Release):
 		return ReasonOtherRelease
+	case in.Live != nil && in.Live.GetAnnotations()[annotationReleaseName] == "":
+		// Helm marks every object it writes: one without the mark may be
+		// someone's own object of the same name, which a correction would
+		// take over. Helm itself refuses to adopt such an object.
+		return ReasonUnmarked
 	case in.Suspended:
 		return ReasonSuspended
 	case in.Mode != config.DriftCorrect:

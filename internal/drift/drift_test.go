@@ -270,8 +270,8 @@ func TestContested(t *testing.T) {
 }
 
 // TestMissingFields: a removed env entry is added back as the manifest
-// has it; a removed annotations map comes back with the manifest's keys
-// only, and an ignored key is not among them.
+// has it; a removed labels map comes back with the manifest's keys only,
+// and an ignored key is not among them.
 func TestMissingFields(t *testing.T) {
 	in := scene(t, func(live *unstructured.Unstructured) {
 		_ = unstructured.SetNestedSlice(live.Object, []interface{}{map[string]interface{}{"name": "B", "value": "2"}, map[string]interface{}{"name": "C", "value": "3"}},
@@ -280,9 +280,9 @@ func TestMissingFields(t *testing.T) {
 		c := cs[0].(map[string]interface{})
 		c["env"] = []interface{}{map[string]interface{}{"name": "B", "value": "2"}, map[string]interface{}{"name": "C", "value": "3"}}
 		_ = unstructured.SetNestedSlice(live.Object, cs, "spec", "template", "spec", "containers")
-		unstructured.RemoveNestedField(live.Object, "metadata", "annotations")
+		unstructured.RemoveNestedField(live.Object, "metadata", "labels")
 	})
-	in.Rules, _ = Compile(&config.Drift{Ignore: []config.DriftIgnore{{Paths: []string{"/metadata/annotations/note"}}}})
+	in.Rules, _ = Compile(&config.Drift{Ignore: []config.DriftIgnore{{Paths: []string{"/metadata/labels/app"}}}})
 	r := check(t, in)
 	var paths []string
 	for _, f := range r.Fields {
@@ -291,7 +291,7 @@ func TestMissingFields(t *testing.T) {
 			t.Errorf("field %+v", f)
 		}
 	}
-	want := []string{"/metadata/annotations/meta.helm.sh~1release-name", "/metadata/annotations/meta.helm.sh~1release-namespace",
+	want := []string{"/metadata/labels/app.kubernetes.io~1managed-by",
 		"/spec/template/spec/containers/0/env/0/name", "/spec/template/spec/containers/0/env/0/value"}
 	if !reflect.DeepEqual(paths, want) {
 		t.Errorf("paths = %v, want %v", paths, want)
@@ -302,8 +302,8 @@ func TestMissingFields(t *testing.T) {
 	if string(got) != `[{"name":"B","value":"2"},{"name":"C","value":"3"},{"name":"A","value":"1"}]` {
 		t.Errorf("env = %s", got)
 	}
-	if a, _, _ := unstructured.NestedStringMap(out, "metadata", "annotations"); !reflect.DeepEqual(a, map[string]string{"meta.helm.sh/release-name": "web", "meta.helm.sh/release-namespace": "default"}) {
-		t.Errorf("annotations = %v", a)
+	if l, _, _ := unstructured.NestedStringMap(out, "metadata", "labels"); !reflect.DeepEqual(l, map[string]string{"app.kubernetes.io/managed-by": "Helm"}) {
+		t.Errorf("labels = %v", l)
 	}
 }
 
@@ -360,6 +360,11 @@ func TestNeverCorrected(t *testing.T) {
 	in.Live.SetAnnotations(map[string]string{"meta.helm.sh/release-name": "other", "meta.helm.sh/release-namespace": "default", "note": "a"})
 	if r := check(t, in); r.Correction != nil || r.NotCorrected != ReasonOtherRelease {
 		t.Errorf("another release's: %+v", r)
+	}
+	in = scene(t, edit, "kubectl|Update|"+scaled)
+	in.Live.SetAnnotations(map[string]string{"note": "a"})
+	if r := check(t, in); r.Correction != nil || r.NotCorrected != ReasonUnmarked {
+		t.Errorf("without Helm's marks: %+v", r)
 	}
 	in = scene(t, edit, "kubectl|Update|"+scaled)
 	in.Live.SetAnnotations(map[string]string{"meta.helm.sh/release-name": "web", "meta.helm.sh/release-namespace": "default", "note": "a", "autox.dev/drift": "disabled"})
