@@ -114,6 +114,10 @@ type DriftTarget struct {
 	Policy *config.Drift
 	// Suspended releases are checked and reported, never written.
 	Suspended bool
+	// Only, when set, limits the check to these objects of the release
+	// (as Objects names them: the objects a watch saw change); nil checks
+	// every object.
+	Only []drift.ObjectRef
 }
 
 // DriftReport is the check of one release. It holds no values: each
@@ -190,9 +194,49 @@ func (c *DriftChecker) Check(ctx context.Context, t DriftTarget) (*DriftReport, 
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
+		if t.Only != nil {
+			if _, err := c.resource(cl, desired, t.Namespace); err == nil && !contains(t.Only, drift.RefOf(desired)) {
+				continue
+			}
+		}
 		rep.Objects = append(rep.Objects, c.checkObject(ctx, cl, t, rules, desired, hide))
 	}
 	return rep, nil
+}
+
+func contains(refs []drift.ObjectRef, r drift.ObjectRef) bool {
+	for _, x := range refs {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+// Objects names the objects of release t's revision t.Revision, each with
+// its namespace as the check uses it (the release's for a namespaced kind
+// the manifest leaves without one, none for a cluster-wide kind): what a
+// caller watches to check an object only when it changed. An object whose
+// kind the cluster does not know is named as the manifest has it.
+func (c *DriftChecker) Objects(ctx context.Context, t DriftTarget) ([]drift.ObjectRef, error) {
+	cl, err := c.clientsFor(ServiceAccount{})
+	if err != nil {
+		return nil, err
+	}
+	rel, err := c.record(ctx, cl, t)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := manifestObjects(rel.Manifest, t)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the manifest of release %s/%s revision %d: %w", t.Namespace, t.Name, t.Revision, redact.New(rel.Config).Error(err))
+	}
+	out := make([]drift.ObjectRef, 0, len(objs))
+	for _, o := range objs {
+		_, _ = c.resource(cl, o, t.Namespace) // sets the namespace
+		out = append(out, drift.RefOf(o))
+	}
+	return out, nil
 }
 
 // record reads and checks the record of t's revision.

@@ -467,3 +467,33 @@ func TestDriftRateLimiter(t *testing.T) {
 		t.Errorf("default QPS %v", d.config.RateLimiter.QPS())
 	}
 }
+
+// TestDriftObjectsAndOnly: Objects names the release's objects as the
+// check does; Only checks those it names and no other.
+func TestDriftObjectsAndOnly(t *testing.T) {
+	m, ns := driftScene(t)
+	c := m.NewDriftChecker(DriftOptions{})
+	refs, err := c.Objects(context.Background(), DriftTarget{Namespace: ns, Name: "d", Revision: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range refs {
+		names = append(names, r.String())
+	}
+	want := fmt.Sprintf("Secret/%[1]s/d ConfigMap/%[1]s/d Deployment.apps/%[1]s/d Job.batch/%[1]s/d", ns) // Helm's install order
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("Objects = %s, want %s", got, want)
+	}
+	scale(t, ns, 3)
+	rep, err := c.Check(context.Background(), DriftTarget{Namespace: ns, Name: "d", Revision: 1, Policy: correct, Only: refs[1:2]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Objects) != 1 || rep.Objects[0].Object != refs[1] || rep.Drifted() {
+		t.Errorf("report = %+v", rep)
+	}
+	if r := *deployment(t, ns).Spec.Replicas; r != 3 {
+		t.Errorf("an object Only left out was corrected: replicas %d", r)
+	}
+}
