@@ -69,6 +69,7 @@ type DriftChecker struct {
 
 	mu      sync.Mutex
 	clients map[ServiceAccount]*driftClients
+	records kubernetes.Interface // autox's own, shared by all
 }
 
 type driftClients struct {
@@ -432,9 +433,12 @@ func (c *DriftChecker) clientsFor(sa ServiceAccount) (*driftClients, error) {
 		return nil, fmt.Errorf("cannot create the drift client of %s: %w", sa, err)
 	}
 	// Records are read as autox, as every other read of them.
-	records, err := kubernetes.NewForConfig(c.config)
-	if err != nil {
-		return nil, fmt.Errorf("cannot create the drift client of %s: %w", sa, err)
+	records := c.records
+	if records == nil {
+		if records, err = kubernetes.NewForConfig(c.config); err != nil {
+			return nil, fmt.Errorf("cannot create the drift client of %s: %w", sa, err)
+		}
+		c.records = records
 	}
 	cl := &driftClients{dyn: dyn, records: records}
 	c.clients[sa] = cl

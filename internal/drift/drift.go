@@ -133,8 +133,9 @@ type Result struct {
 	// it is, or when there is none); a field's own state may also keep it.
 	NotCorrected string
 	// Correction is what puts the object back; nil when nothing is
-	// written. It holds values: never log it.
-	Correction *Correction
+	// written. It holds values (a Secret's data too): never log or print
+	// it; it is left out of the Result's JSON.
+	Correction *Correction `json:"-"`
 }
 
 // Drifted reports whether the object drifted at all.
@@ -143,12 +144,12 @@ func (r Result) Drifted() bool { return r.Missing || len(r.Fields) > 0 }
 // Correction is one write that puts an object back.
 type Correction struct {
 	// Create, when set, is the missing object to create.
-	Create *unstructured.Unstructured
+	Create *unstructured.Unstructured `json:"-"`
 	// Patch, when Create is nil, is an RFC 6902 JSON patch of the live
 	// object: it sets metadata.resourceVersion to the one read (the API
 	// server refuses it with a Conflict when the object changed since),
 	// then replaces or adds each drifted field.
-	Patch []byte
+	Patch []byte `json:"-"`
 	// Paths are the fields it writes (Memory.Corrected's), "" for a create.
 	Paths []string
 }

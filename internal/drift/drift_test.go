@@ -380,14 +380,18 @@ func TestNeverCorrected(t *testing.T) {
 
 // TestSecretNoValues: a drifted Secret's report names paths only.
 func TestSecretNoValues(t *testing.T) {
-	const s = "{apiVersion: v1, kind: Secret, metadata: {name: s, namespace: default}, data: {password: c2VjcmV0LXZhbHVl}}"
+	const s = "{apiVersion: v1, kind: Secret, metadata: {name: s, namespace: default, annotations: {meta.helm.sh/release-name: web}}, data: {password: c2VjcmV0LXZhbHVl}}"
 	const f = `{"f:data":{"f:password":{}}}`
 	in := Input{Release: rel, Desired: obj(t, s), DryRun: withFields(t, s, "autox|Apply|"+f), Live: withFields(t, s, "kubectl|Update|"+f),
 		Mode: config.DriftWarn, Now: time.Unix(1e9, 0)}
 	_ = unstructured.SetNestedField(in.Live.Object, "b3RoZXI=", "data", "password")
+	in.Mode = config.DriftCorrect
 	r := check(t, in)
+	if r.Correction == nil || !strings.Contains(string(r.Correction.Patch), "c2VjcmV0LXZhbHVl") {
+		t.Fatalf("no correction of the Secret: %+v", r)
+	}
 	js, _ := json.Marshal(r)
-	if len(r.Fields) != 1 || r.Fields[0].Path != "/data/password" || strings.Contains(string(js), "c2VjcmV0LXZhbHVl") || strings.Contains(string(js), "b3RoZXI=") {
+	if len(r.Fields) != 1 || r.Fields[0].Path != "/data/password" || strings.Contains(string(js), "Correction") || strings.Contains(string(js), "c2VjcmV0LXZhbHVl") || strings.Contains(string(js), "b3RoZXI=") {
 		t.Errorf("result %s", js)
 	}
 }
