@@ -2,6 +2,7 @@ package helmops
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -304,9 +305,41 @@ func manifestObjects(manifest string, t DriftTarget) ([]*unstructured.Unstructur
 		}
 		a["meta.helm.sh/release-name"], a["meta.helm.sh/release-namespace"] = t.Name, t.Namespace
 		u.SetAnnotations(a)
+		if err := secretStringData(u); err != nil {
+			return nil, err
+		}
 		out = append(out, u)
 	}
 	return out, nil
+}
+
+// secretStringData moves a Secret's stringData into its data, as the API
+// server stores it: stringData is write-only, so a dry run's result has
+// none to compare, and drift of those keys would go unseen (k8s #108008).
+func secretStringData(u *unstructured.Unstructured) error {
+	if u.GetKind() != "Secret" || u.GroupVersionKind().Group != "" {
+		return nil
+	}
+	sd, found, err := unstructured.NestedMap(u.Object, "stringData")
+	if err != nil || !found {
+		return err
+	}
+	data, _, err := unstructured.NestedMap(u.Object, "data")
+	if err != nil {
+		return err
+	}
+	if data == nil {
+		data = map[string]interface{}{}
+	}
+	for k, v := range sd {
+		s, ok := v.(string)
+		if !ok {
+			return fmt.Errorf("a stringData value of Secret %s is not a string", u.GetName())
+		}
+		data[k] = base64.StdEncoding.EncodeToString([]byte(s)) // stringData wins, as on the server
+	}
+	unstructured.RemoveNestedField(u.Object, "stringData")
+	return unstructured.SetNestedMap(u.Object, data, "data")
 }
 
 // sortedManifestKeys are SplitManifests' keys (manifest-0, manifest-1, …)

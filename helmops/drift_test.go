@@ -243,8 +243,8 @@ func TestDriftMissing(t *testing.T) {
 	onlyDrifted(t, checkDrift(t, c, ns, correct, false), "Job")
 }
 
-// TestDriftSecret: a Secret's drift is reported by path, put back, and its
-// data is in no report or error (checkDrift checks every report).
+// TestDriftSecret: a Secret's drift is reported, put back, and neither its
+// data (checkDrift checks every report) nor its keys are in any report.
 func TestDriftSecret(t *testing.T) {
 	m, ns := driftScene(t)
 	c := m.NewDriftChecker(DriftOptions{})
@@ -254,17 +254,23 @@ func TestDriftSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Data["password"] = []byte("changed-by-hand")
+	s.Data["token"] = []byte("changed-token")
 	if _, err := cluster.Client.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
 		t.Fatal(err)
 	}
 	rep := checkDrift(t, c, ns, warn, false)
-	if o := object(t, rep, "Secret"); len(o.Fields) != 1 || o.Fields[0].Path != "/data/password" {
+	// stringData in the chart is compared as the data it becomes.
+	if o := object(t, rep, "Secret"); len(o.Fields) != 2 || o.Fields[0].Path != "/data/"+drift.SecretKeyHidden || o.Fields[1].Path != "/data/"+drift.SecretKeyHidden {
 		t.Errorf("secret: %+v", o.Fields)
 	}
+	if js, _ := json.Marshal(rep); strings.Contains(string(js), "token") || strings.Contains(string(js), "password") {
+		t.Errorf("the report names the Secret's keys: %s", js)
+	}
 	checkDrift(t, c, ns, correct, false)
-	if s, err = cluster.Client.CoreV1().Secrets(ns).Get(ctx, "d", metav1.GetOptions{}); err != nil || string(s.Data["password"]) != driftPassword {
+	if s, err = cluster.Client.CoreV1().Secrets(ns).Get(ctx, "d", metav1.GetOptions{}); err != nil || string(s.Data["password"]) != driftPassword || string(s.Data["token"]) != "chart-token" {
 		t.Errorf("the Secret was not put back: %v", err)
 	}
+	onlyDrifted(t, checkDrift(t, c, ns, correct, false))
 }
 
 // TestDriftSuspended: a suspended release is reported and never written.

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -196,6 +197,7 @@ func Check(in Input) (Result, error) {
 		return res, err
 	}
 	live, dry := in.Live.Object, in.DryRun.Object
+	secret := gvk.Group == "" && gvk.Kind == "Secret"
 	var fix []fieldpath.Path
 	var fixPaths []string
 	applied.Leaves().Iterate(func(p fieldpath.Path) {
@@ -220,6 +222,9 @@ func Check(in Input) (Result, error) {
 		if ignored {
 			return
 		}
+		if secret {
+			f.Path = hideSecretKey(f.Path)
+		}
 		f.State = state
 		res.Fields = append(res.Fields, f)
 		if state == Drifted {
@@ -227,17 +232,47 @@ func Check(in Input) (Result, error) {
 			fixPaths = append(fixPaths, f.Path)
 		}
 	})
-	sort.Slice(res.Fields, func(i, j int) bool { return res.Fields[i].Path < res.Fields[j].Path })
+	sort.SliceStable(res.Fields, func(i, j int) bool { return res.Fields[i].Path < res.Fields[j].Path })
+	fixPaths = unique(fixPaths)
 	if res.NotCorrected != "" || len(fix) == 0 {
 		return res, nil
 	}
 	patch, err := buildPatch(in, fix, rules)
 	if err != nil {
+		if secret {
+			err = errors.New("the patch failed its checks (the Secret's paths are not shown)")
+		}
 		return res, fmt.Errorf("no correction of %s: %w", res.Object, err)
 	}
-	sort.Strings(fixPaths)
 	res.Correction = &Correction{Patch: patch, Paths: fixPaths}
 	return res, nil
+}
+
+// SecretKeyHidden stands for the key in the reported path of a Secret's
+// data or stringData field: a Secret's keys are not shown either.
+const SecretKeyHidden = "(hidden)"
+
+// hideSecretKey is ptr, a path of a Secret, with the key of data or
+// stringData hidden.
+func hideSecretKey(ptr string) string {
+	for _, top := range []string{"/data/", "/stringData/"} {
+		if strings.HasPrefix(ptr, top) {
+			return top + SecretKeyHidden
+		}
+	}
+	return ptr
+}
+
+// unique is sorted ss without repeats.
+func unique(ss []string) []string {
+	sort.Strings(ss)
+	out := ss[:0]
+	for i, s := range ss {
+		if i == 0 || s != ss[i-1] {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // notCorrected says why nothing of the object is written, "" when its

@@ -378,7 +378,7 @@ func TestNeverCorrected(t *testing.T) {
 	}
 }
 
-// TestSecretNoValues: a drifted Secret's report names paths only.
+// TestSecretNoValues: a drifted Secret's report names no value and no key.
 func TestSecretNoValues(t *testing.T) {
 	const s = "{apiVersion: v1, kind: Secret, metadata: {name: s, namespace: default, annotations: {meta.helm.sh/release-name: web}}, data: {password: c2VjcmV0LXZhbHVl}}"
 	const f = `{"f:data":{"f:password":{}}}`
@@ -391,7 +391,7 @@ func TestSecretNoValues(t *testing.T) {
 		t.Fatalf("no correction of the Secret: %+v", r)
 	}
 	js, _ := json.Marshal(r)
-	if len(r.Fields) != 1 || r.Fields[0].Path != "/data/password" || strings.Contains(string(js), "Correction") || strings.Contains(string(js), "c2VjcmV0LXZhbHVl") || strings.Contains(string(js), "b3RoZXI=") {
+	if len(r.Fields) != 1 || r.Fields[0].Path != "/data/"+SecretKeyHidden || strings.Contains(string(js), "password") || strings.Contains(string(js), "Correction") || strings.Contains(string(js), "c2VjcmV0LXZhbHVl") || strings.Contains(string(js), "b3RoZXI=") {
 		t.Errorf("result %s", js)
 	}
 }
