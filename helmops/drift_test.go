@@ -503,3 +503,18 @@ func TestDriftObjectsAndOnly(t *testing.T) {
 		t.Errorf("an object Only left out was corrected: replicas %d", r)
 	}
 }
+
+// TestDriftConfigMapRecords: with the configmap storage driver the record
+// is read from its ConfigMap.
+func TestDriftConfigMapRecords(t *testing.T) {
+	m := newManager(t, DriverConfigMap)
+	ns := cluster.Namespace(t)
+	if _, err := m.Install(context.Background(), desired(t, ns, "d", "charts/drift", map[string]interface{}{"password": driftPassword})); err != nil {
+		t.Fatal(err)
+	}
+	scale(t, ns, 2)
+	onlyDrifted(t, checkDrift(t, m.NewDriftChecker(DriftOptions{}), ns, warn, false), "Deployment")
+	if _, err := m.NewDriftChecker(DriftOptions{}).Check(context.Background(), DriftTarget{Namespace: ns, Name: "d", Revision: 2, Policy: warn}); err == nil {
+		t.Error("a revision without a record was checked")
+	}
+}
