@@ -432,6 +432,20 @@ func TestDriftUnstable(t *testing.T) {
 	if mu.Mutated() < 3 {
 		t.Errorf("the webhook mutated %d admissions, want the install's and each dry run's", mu.Mutated())
 	}
+
+	// The webhook down: the Deployment's dry run fails and is reported;
+	// the others are checked, and the check itself does not fail.
+	mu.Down()
+	rep, err := c.Check(context.Background(), DriftTarget{Namespace: ns, Name: "d", Revision: 1, Policy: correct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := rep.Failed(); len(f) != 1 || f[0].Object.Kind != "Deployment" || !strings.Contains(f[0].CheckErr.Error(), "webhook") {
+		t.Errorf("failed = %+v", f)
+	}
+	if len(rep.Objects) != 4 {
+		t.Errorf("%d objects checked", len(rep.Objects))
+	}
 }
 
 // TestDriftDryRunRefused: a manifest server-side apply refuses (a

@@ -26,10 +26,15 @@ import (
 // every create and update, dry runs included: a webhook whose mutation
 // never settles, as one that stamps a time does.
 type Mutator struct {
+	srv      *httptest.Server
 	key      string
 	mutated  atomic.Int64
 	reviewed atomic.Int64
 }
+
+// Down stops the webhook's server while the API server still calls it
+// (failure policy Fail): a webhook that is down.
+func (mu *Mutator) Down() { mu.srv.Close() }
 
 // Mutated returns how many admissions it has mutated.
 func (mu *Mutator) Mutated() int64 { return mu.mutated.Load() }
@@ -48,6 +53,7 @@ func (c *Cluster) MutateAnnotation(t testing.TB, namespace, key string) *Mutator
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.ServerCert}, MinVersion: tls.VersionTLS12}
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	srv.StartTLS()
+	mu.srv = srv
 	caPEM, err := os.ReadFile(ca.File)
 	if err != nil {
 		t.Fatal(err)
