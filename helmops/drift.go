@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	helmrelease "helm.sh/helm/v4/pkg/release"
 	"helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
@@ -120,6 +121,10 @@ type DriftTarget struct {
 	// (as Objects names them: the objects a watch saw change); nil checks
 	// every object.
 	Only []drift.ObjectRef
+	// Redact, when set, masks the release's values in errors (the one its
+	// operations use, which knows the values from Secret sources); nil:
+	// the string values of the revision's record.
+	Redact *redact.Redactor
 }
 
 // DriftReport is the check of one release. It holds no values: each
@@ -187,7 +192,10 @@ func (c *DriftChecker) Check(ctx context.Context, t DriftTarget) (*DriftReport, 
 	if err != nil {
 		return nil, err
 	}
-	hide := redact.New(rel.Config)
+	hide := t.Redact
+	if hide == nil {
+		hide = redact.New(rel.Config)
+	}
 	objs, err := manifestObjects(rel.Manifest, t)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the manifest of release %s/%s revision %d: %w", t.Namespace, t.Name, t.Revision, hide.Error(err))
@@ -253,11 +261,13 @@ func (c *DriftChecker) record(ctx context.Context, cl *driftClients, t DriftTarg
 	} else {
 		d = newSecretRecords(cl.records.CoreV1().Secrets(t.Namespace), discard)
 	}
-	// Helm's drivers take no context: the read is bounded by the client's.
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	r, err := d.Get(key)
+	// Helm's drivers take no context: the read is waited for until ctx
+	// ends only (untilDone).
+	var r helmrelease.Releaser
+	err := c.m.untilDone(ctx, func() (err error) {
+		r, err = d.Get(key)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot read revision %d of release %s/%s: %w", t.Revision, t.Namespace, t.Name, err)
 	}
