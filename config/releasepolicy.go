@@ -80,6 +80,8 @@ type Policy struct {
 	// desired state) or client-side; nil: installs client-side, upgrades and
 	// rollbacks as the release's record says (helmops).
 	ServerSideApply *bool
+	// Drift is the release's drift policy; nil: its objects are not checked.
+	Drift *Drift
 
 	// written is the release spec the policy was resolved from, nil for a
 	// release no release spec wants (the defaults alone).
@@ -122,7 +124,7 @@ func (d PolicyDefaults) Of(rs *ReleaseSpec) Policy {
 		return Policy{Timeout: d.Timeout, MaxHistory: d.MaxHistory}
 	}
 	return Policy{Timeout: rs.TimeoutOr(d.Timeout), Wait: rs.Wait, WaitForJobs: rs.WaitForJobs, DisableHooks: rs.DisableHooks,
-		CRDs: rs.CRDs, MaxHistory: rs.MaxHistoryOr(d.MaxHistory), Remediation: rs.Remediation, ServerSideApply: rs.ServerSideApply, written: rs}
+		CRDs: rs.CRDs, MaxHistory: rs.MaxHistoryOr(d.MaxHistory), Remediation: rs.Remediation, ServerSideApply: rs.ServerSideApply, Drift: rs.Drift, written: rs}
 }
 
 // Limited reports whether the release spec's attempts are bounded, and by
@@ -182,6 +184,7 @@ func defaultPolicies(spec *Spec, rs *ReleaseSpec) {
 		v := *spec.ServerSideApply
 		rs.ServerSideApply = &v
 	}
+	defaultDrift(spec, rs)
 	if rs.Remediation != nil && rs.Remediation.Retries != nil && rs.Remediation.OnFailure == "" {
 		rs.Remediation.OnFailure = OnFailureKeep
 	}

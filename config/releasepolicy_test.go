@@ -151,7 +151,7 @@ func TestPolicyChangeIsASpecChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, change := range []string{", suspend: true", ", timeout: 1m", ", wait: true", ", remediation: {retries: 1}", ", dependsOn: [crd]", ", maxHistory: 2", ", serverSideApply: true", ", serverSideApply: false"} {
+	for _, change := range []string{", suspend: true", ", timeout: 1m", ", wait: true", ", remediation: {retries: 1}", ", dependsOn: [crd]", ", maxHistory: 2", ", serverSideApply: true", ", serverSideApply: false", ", drift: {mode: correct}"} {
 		cfg, err := Parse([]byte(policyConfig("", change, "")), "/cfg")
 		if err != nil {
 			t.Fatal(err)

@@ -65,6 +65,8 @@ type Spec struct {
 	Suspend bool `json:"suspend,omitempty"`
 	// ServerSideApply is the default of its release specs' ServerSideApply.
 	ServerSideApply *bool `json:"serverSideApply,omitempty"`
+	// Drift is the default of its release specs' Drift.
+	Drift *Drift `json:"drift,omitempty"`
 }
 
 // Trigger names the Kubernetes objects whose labels decide a spec's releases:
@@ -133,6 +135,10 @@ type ReleaseSpec struct {
 	// client-side, upgrades and rollbacks as the release was last applied.
 	// Defaulted from the spec's.
 	ServerSideApply *bool `json:"serverSideApply,omitempty"`
+	// Drift is whether the release's objects are checked for changes made
+	// behind autox's back, and corrected (drift.go); nil: not checked.
+	// Defaulted from the spec's (the same value).
+	Drift *Drift `json:"drift,omitempty"`
 }
 
 // Chart says where a chart comes from: a local Path, or Repo+Name+Version;

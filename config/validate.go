@@ -158,6 +158,7 @@ func validate(cfg *Config) []Problem {
 		}
 		validateTrigger(c, sp, spec)
 		validateSpecTrust(c, sp, spec)
+		validateDrift(c, sp+".drift", spec.Drift)
 		selector := spec.Trigger.IsSelector()
 
 		// Two specs on one object would fight over its releases; the version is
@@ -186,6 +187,9 @@ func validate(cfg *Config) []Problem {
 				continue
 			}
 			validateReleaseSpec(c, rp, rs, cfg, selector)
+			if rs.Drift != spec.Drift { // inherited: reported at the spec
+				validateDrift(c, rp+".drift", rs.Drift)
+			}
 			if selector {
 				continue // names per object: validateSelectorNames, and the run time
 			}

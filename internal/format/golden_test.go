@@ -95,7 +95,7 @@ func TestFormatV1(t *testing.T) {
 // TestFormatV1IgnoresPolicies: the release policies are not part of the
 // release format. The golden config with every policy set on every spec
 // and release spec (suspend, timeout, wait, waitForJobs, disableHooks,
-// crds, maxHistory, remediation, dependsOn) gives, for every case, the
+// crds, maxHistory, remediation, dependsOn, serverSideApply, drift) gives, for every case, the
 // release of the unchanged golden file: the same name, labels, digest and
 // injected values, so a policy change makes no Helm write by itself, and
 // an autox that knows the policies writes nothing on releases an earlier
@@ -109,6 +109,7 @@ func TestFormatV1IgnoresPolicies(t *testing.T) {
 	for _, s := range specs {
 		spec := s.(map[string]interface{})
 		spec["suspend"], spec["serverSideApply"] = true, false
+		spec["drift"] = map[string]interface{}{"mode": "warn", "ignore": []interface{}{map[string]interface{}{"paths": []string{"/spec/replicas"}}}}
 		rss := spec["releaseSpecs"].(map[string]interface{})
 		ids := make([]string, 0, len(rss))
 		for id := range rss {
@@ -120,6 +121,10 @@ func TestFormatV1IgnoresPolicies(t *testing.T) {
 			rs["suspend"], rs["timeout"], rs["wait"], rs["waitForJobs"], rs["disableHooks"] = true, "7m", true, true, true
 			rs["crds"], rs["maxHistory"], rs["serverSideApply"] = "CreateReplace", 3, i%2 == 0
 			rs["remediation"] = map[string]interface{}{"retries": 2, "onFailure": "rollback"}
+			if i%2 == 1 {
+				rs["drift"] = map[string]interface{}{"mode": "correct", "ignore": []interface{}{map[string]interface{}{"managers": []string{"kube-controller-manager"},
+					"target": map[string]interface{}{"group": "apps", "kind": "Deployment", "labelSelector": "app=web"}}}}
+			}
 			if i > 0 {
 				rs["dependsOn"] = []string{ids[0]}
 			}

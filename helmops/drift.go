@@ -1,0 +1,420 @@
+package helmops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	helmrelease "helm.sh/helm/v4/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/internal/drift"
+	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/internal/redact"
+)
+
+// Drift checks (DESIGN §3, issue 33): the objects of a release's deployed
+// revision compared with the cluster, and in mode correct put back, without
+// a Helm revision. This file does the reads and writes; internal/drift
+// decides. Every request goes through the DriftChecker's own client: its
+// own rate limiter, so that drift checks never take the tokens installs and
+// upgrades need, and the Manager's fenced transport, so that no correction
+// lands after the leadership term. A check that fails is reported in its
+// DriftReport and blocks nothing: it makes no Helm call at all.
+
+// Defaults of DriftOptions.
+const (
+	DefaultDriftQPS   = 10
+	DefaultDriftBurst = 20
+)
+
+// DriftOptions configure a DriftChecker.
+type DriftOptions struct {
+	// QPS and Burst bound the checker's requests per second, apart from
+	// the Manager's limit; 0: DefaultDriftQPS and DefaultDriftBurst.
+	QPS   float32
+	Burst int
+	// Memory remembers the corrections for contested fields; nil: a new
+	// one. Keep one per process: a new term goes on counting.
+	Memory *drift.Memory
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+}
+
+// DriftChecker checks and corrects the objects of releases; safe for
+// concurrent use. Build one per Manager (per leadership term).
+type DriftChecker struct {
+	m      *Manager
+	config *rest.Config // the Manager's, with the checker's rate limiter
+	mem    *drift.Memory
+	now    func() time.Time
+
+	mu      sync.Mutex
+	clients map[ServiceAccount]*driftClients
+	records kubernetes.Interface // autox's own, shared by all
+}
+
+type driftClients struct {
+	dyn     dynamic.Interface
+	records kubernetes.Interface
+}
+
+// NewDriftChecker returns a DriftChecker of m's cluster and write fence.
+// Call it on the Manager of autox's own identity: a release's service
+// account is impersonated per check.
+func (m *Manager) NewDriftChecker(opts DriftOptions) *DriftChecker {
+	if opts.QPS <= 0 {
+		opts.QPS = DefaultDriftQPS
+	}
+	if opts.Burst <= 0 {
+		opts.Burst = DefaultDriftBurst
+	}
+	if opts.Memory == nil {
+		opts.Memory = drift.NewMemory()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	rc := rest.CopyConfig(m.opts.RESTConfig) // keeps the fence (WrapTransport)
+	rc.QPS, rc.Burst = opts.QPS, opts.Burst
+	rc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(opts.QPS, opts.Burst)
+	return &DriftChecker{m: m, config: rc, mem: opts.Memory, now: opts.Now, clients: map[ServiceAccount]*driftClients{}}
+}
+
+// Memory is the checker's memory of corrections.
+func (c *DriftChecker) Memory() *drift.Memory { return c.mem }
+
+// DriftTarget is one release to check.
+type DriftTarget struct {
+	Namespace, Name string
+	// Revision is the release's newest revision (as the record index has
+	// it): its record is read, and must be deployed.
+	Revision int
+	// ServiceAccount is the identity the release's operations run as
+	// (zero: autox's own): the dry runs, reads and corrections run as it.
+	ServiceAccount ServiceAccount
+	// Policy is the release's drift policy; nil or off checks nothing.
+	Policy *config.Drift
+	// Suspended releases are checked and reported, never written.
+	Suspended bool
+	// Only, when set, limits the check to these objects of the release
+	// (as Objects names them: the objects a watch saw change); nil checks
+	// every object.
+	Only []drift.ObjectRef
+	// Redact, when set, masks the release's values in errors (the one its
+	// operations use, which knows the values from Secret sources); nil:
+	// the string values of the revision's record.
+	Redact *redact.Redactor
+}
+
+// DriftReport is the check of one release. It holds no values: each
+// object's fields are named by path only, and errors are redacted of the
+// release's values (a Secret's error is reduced to its reason).
+type DriftReport struct {
+	Release  drift.Release
+	Revision int
+	Objects  []ObjectDrift
+}
+
+// ObjectDrift is the check of one object of a release.
+type ObjectDrift struct {
+	drift.Result
+	// CheckErr says why the object could not be compared (its dry run was
+	// refused: Forbidden, a webhook down, a duplicate key): reported, and
+	// tried again at the next check.
+	CheckErr error
+	// Corrected says the correction was written; CorrectErr why it was
+	// not (a Conflict: the object changed since it was read).
+	Corrected  bool
+	CorrectErr error
+}
+
+// Drifted reports whether any object of the release drifted.
+func (r *DriftReport) Drifted() bool {
+	for _, o := range r.Objects {
+		if o.Result.Drifted() {
+			return true
+		}
+	}
+	return false
+}
+
+// Failed are the objects whose check failed.
+func (r *DriftReport) Failed() []ObjectDrift {
+	var out []ObjectDrift
+	for _, o := range r.Objects {
+		if o.CheckErr != nil {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// Check checks the objects of release t's revision t.Revision and, in mode
+// correct, puts back what drifted. The error says the release could not
+// be checked at all (its record unreadable, not deployed, not this
+// instance's); a failure of one object is in its ObjectDrift. Neither
+// blocks anything: Check never makes a Helm call.
+func (c *DriftChecker) Check(ctx context.Context, t DriftTarget) (*DriftReport, error) {
+	rep := &DriftReport{Release: drift.Release{Namespace: t.Namespace, Name: t.Name}, Revision: t.Revision}
+	if !t.Policy.Enabled() {
+		return rep, nil
+	}
+	rules, err := drift.Compile(t.Policy)
+	if err != nil {
+		return nil, fmt.Errorf("drift rules of release %s/%s: %w", t.Namespace, t.Name, err)
+	}
+	cl, err := c.clientsFor(t.ServiceAccount)
+	if err != nil {
+		return nil, err
+	}
+	rel, err := c.record(ctx, cl, t)
+	if err != nil {
+		return nil, err
+	}
+	hide := t.Redact
+	if hide == nil {
+		hide = redact.New(rel.Config)
+	}
+	objs, err := manifestObjects(rel.Manifest, t)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the manifest of release %s/%s revision %d: %w", t.Namespace, t.Name, t.Revision, hide.Error(err))
+	}
+	for _, desired := range objs {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		if t.Only != nil {
+			if _, err := c.resource(cl, desired, t.Namespace); err == nil && !contains(t.Only, drift.RefOf(desired)) {
+				continue
+			}
+		}
+		rep.Objects = append(rep.Objects, c.checkObject(ctx, cl, t, rules, desired, hide))
+	}
+	return rep, nil
+}
+
+func contains(refs []drift.ObjectRef, r drift.ObjectRef) bool {
+	for _, x := range refs {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+// Objects names the objects of release t's revision t.Revision, each with
+// its namespace as the check uses it (the release's for a namespaced kind
+// the manifest leaves without one, none for a cluster-wide kind): what a
+// caller watches to check an object only when it changed. An object whose
+// kind the cluster does not know is named as the manifest has it.
+func (c *DriftChecker) Objects(ctx context.Context, t DriftTarget) ([]drift.ObjectRef, error) {
+	cl, err := c.clientsFor(ServiceAccount{})
+	if err != nil {
+		return nil, err
+	}
+	rel, err := c.record(ctx, cl, t)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := manifestObjects(rel.Manifest, t)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the manifest of release %s/%s revision %d: %w", t.Namespace, t.Name, t.Revision, redact.New(rel.Config).Error(err))
+	}
+	out := make([]drift.ObjectRef, 0, len(objs))
+	for _, o := range objs {
+		_, _ = c.resource(cl, o, t.Namespace) // sets the namespace
+		out = append(out, drift.RefOf(o))
+	}
+	return out, nil
+}
+
+// record reads and checks the record of t's revision.
+func (c *DriftChecker) record(ctx context.Context, cl *driftClients, t DriftTarget) (*release.Release, error) {
+	key := fmt.Sprintf("sh.helm.release.v1.%s.v%d", t.Name, t.Revision)
+	discard := slog.New(slog.DiscardHandler).Handler()
+	var d driver.Driver
+	if c.m.opts.StorageDriver == DriverConfigMap {
+		cm := driver.NewConfigMaps(cl.records.CoreV1().ConfigMaps(t.Namespace))
+		cm.SetLogger(discard)
+		d = cm
+	} else {
+		d = newSecretRecords(cl.records.CoreV1().Secrets(t.Namespace), discard)
+	}
+	// Helm's drivers take no context: the read is waited for until ctx
+	// ends only (untilDone).
+	var r helmrelease.Releaser
+	err := c.m.untilDone(ctx, func() (err error) {
+		r, err = d.Get(key)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot read revision %d of release %s/%s: %w", t.Revision, t.Namespace, t.Name, err)
+	}
+	rel, err := asV1(r)
+	if err != nil {
+		return nil, err
+	}
+	if rel.Info == nil || rel.Info.Status != common.StatusDeployed {
+		return nil, fmt.Errorf("revision %d of release %s/%s is not deployed: its objects are not checked", t.Revision, t.Namespace, t.Name)
+	}
+	if !format.RecordOf(rel.Name, t.Namespace, rel.Version, rel.Labels).OwnedBy(c.m.opts.Instance) {
+		return nil, fmt.Errorf("revision %d of release %s/%s is not this instance's: its objects are not checked", t.Revision, t.Namespace, t.Name)
+	}
+	return rel, nil
+}
+
+// checkObject checks one object: the live object, the dry run of the
+// desired one (both as the release's identity), the engine's decision,
+// and in mode correct its correction.
+func (c *DriftChecker) checkObject(ctx context.Context, cl *driftClients, t DriftTarget, rules *drift.Rules, desired *unstructured.Unstructured, hide *redact.Redactor) ObjectDrift {
+	od := ObjectDrift{Result: drift.Result{Object: drift.RefOf(desired)}}
+	secret := desired.GetKind() == "Secret" && desired.GroupVersionKind().Group == ""
+	fail := func(doing string, err error) error {
+		return fmt.Errorf("cannot %s %s: %w", doing, od.Object, maskErr(err, secret, hide))
+	}
+	ri, err := c.resource(cl, desired, t.Namespace)
+	if err != nil {
+		od.CheckErr = fail("map", err)
+		return od
+	}
+	name := desired.GetName()
+	live, err := ri.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		live, err = nil, nil
+	}
+	if err != nil {
+		od.CheckErr = fail("read", err)
+		return od
+	}
+	var dry *unstructured.Unstructured
+	if live != nil {
+		dry, err = ri.Apply(ctx, name, desired, metav1.ApplyOptions{FieldManager: format.FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			od.CheckErr = fail("dry-run apply", err)
+			return od
+		}
+	}
+	mode := t.Policy.ModeOrOff()
+	owner := drift.Release{Namespace: t.Namespace, Name: t.Name}
+	res, err := drift.Check(drift.Input{Release: owner, Desired: desired, DryRun: dry, Live: live,
+		Mode: mode, Suspended: t.Suspended, Rules: rules, Memory: c.mem, Now: c.now()})
+	od.Result = res
+	if err != nil {
+		od.CheckErr = fail("compare", err)
+		return od
+	}
+	// The engine writes nothing for these; neither does the executor.
+	if res.Correction == nil || t.Suspended || mode != config.DriftCorrect {
+		return od
+	}
+	if err := ctx.Err(); err != nil {
+		od.CorrectErr = err
+		return od
+	}
+	if res.Correction.Create != nil {
+		_, err = ri.Create(ctx, res.Correction.Create, metav1.CreateOptions{FieldManager: format.FieldManager})
+	} else {
+		_, err = ri.Patch(ctx, name, types.JSONPatchType, res.Correction.Patch, metav1.PatchOptions{FieldManager: format.FieldManager})
+	}
+	if err != nil {
+		od.CorrectErr = fail("correct", err)
+		return od
+	}
+	od.Corrected = true
+	c.mem.Corrected(owner, res.Object, res.Correction.Paths, c.now())
+	return od
+}
+
+// resource is the dynamic client of desired's resource, in its namespace
+// (the release's when the manifest names none and the kind is namespaced).
+func (c *DriftChecker) resource(cl *driftClients, desired *unstructured.Unstructured, namespace string) (dynamic.ResourceInterface, error) {
+	if err := c.m.discovery.init(); err != nil {
+		return nil, err
+	}
+	gvk := desired.GroupVersionKind()
+	mapping, err := c.m.discovery.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, err
+	}
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		desired.SetNamespace("")
+		return cl.dyn.Resource(mapping.Resource), nil
+	}
+	if desired.GetNamespace() == "" {
+		desired.SetNamespace(namespace)
+	}
+	return cl.dyn.Resource(mapping.Resource).Namespace(desired.GetNamespace()), nil
+}
+
+// clientsFor are the checker's clients acting as sa, built once.
+func (c *DriftChecker) clientsFor(sa ServiceAccount) (*driftClients, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl := c.clients[sa]; cl != nil {
+		return cl, nil
+	}
+	rc := rest.CopyConfig(c.config)
+	if !sa.IsZero() {
+		rc.Impersonate = rest.ImpersonationConfig{UserName: sa.Username()}
+	}
+	hc, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create the drift client of %s: %w", sa, err)
+	}
+	dyn, err := dynamic.NewForConfigAndClient(rc, hc)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create the drift client of %s: %w", sa, err)
+	}
+	// Records are read as autox, as every other read of them.
+	records := c.records
+	if records == nil {
+		if records, err = kubernetes.NewForConfig(c.config); err != nil {
+			return nil, fmt.Errorf("cannot create the drift client of %s: %w", sa, err)
+		}
+		c.records = records
+	}
+	cl := &driftClients{dyn: dyn, records: records}
+	c.clients[sa] = cl
+	return cl, nil
+}
+
+// maskErr is err redacted of the release's values; a Secret's error is
+// reduced to the API server's reason and code, since its message may quote
+// the Secret's data.
+func maskErr(err error, secret bool, hide *redact.Redactor) error {
+	if !secret {
+		return hide.Error(err)
+	}
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		s := st.Status()
+		return &maskedError{msg: fmt.Sprintf("the API server answered %d %s (the Secret's message is not shown)", s.Code, s.Reason), err: err}
+	}
+	return &maskedError{msg: "the request failed (the Secret's message is not shown)", err: err}
+}
+
+// maskedError keeps err for errors.Is/As (apierrors.IsConflict and the
+// like) and shows only msg.
+type maskedError struct {
+	msg string
+	err error
+}
+
+func (e *maskedError) Error() string { return e.msg }
+func (e *maskedError) Unwrap() error { return e.err }
