@@ -163,7 +163,7 @@ func (m *Manager) actionConfigFor(ctx context.Context, namespace string, hide *r
 	}
 	cfg.Capabilities = caps
 	if kc, ok := cfg.KubeClient.(*kube.Client); ok {
-		cfg.KubeClient = kubeClient{Client: kc}
+		cfg.KubeClient = kubeClient{Client: kc, refresh: m.forgetAPIs}
 	}
 	if m.opts.StorageDriver == DriverSecret {
 		cfg.Releases.Driver = newSecretRecords(m.clientset.CoreV1().Secrets(namespace), log)

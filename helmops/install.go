@@ -95,7 +95,9 @@ func (m *Manager) install(ctx context.Context, d Target, complete bool) (int, er
 		if err != nil {
 			return err
 		}
-		rel, err = asV1(done)
+		if rel, err = asV1(done); err == nil {
+			m.learnCRDs(cfg, d.Namespace, d.Name, rel.Manifest)
+		}
 		return err
 	})
 	if err != nil {

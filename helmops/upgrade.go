@@ -49,7 +49,9 @@ func (m *Manager) Upgrade(ctx context.Context, d Target) (int, error) {
 		if err != nil {
 			return err
 		}
-		rel, err = asV1(done)
+		if rel, err = asV1(done); err == nil {
+			m.learnCRDs(cfg, d.Namespace, d.Name, rel.Manifest)
+		}
 		return err
 	})
 	if err != nil {
