@@ -11,6 +11,7 @@ import (
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/kube"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -148,4 +149,20 @@ func isNoMatch(err error) bool {
 		return isNoMatch(u)
 	}
 	return false
+}
+
+// nameFree is Helm's check that an install may use release name, which it
+// makes before its first write: records (a storage driver) hold no
+// revision of it.
+func nameFree(records driver.Driver, name string) error {
+	found, err := records.Query(map[string]string{"name": name, "owner": "helm"})
+	switch {
+	case errors.Is(err, driver.ErrReleaseNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("cannot read whether the release name %s is in use: %w", name, err)
+	case len(found) > 0:
+		return fmt.Errorf("cannot re-use a name that is still in use: release %s has %d revisions; its CustomResourceDefinitions were not written", name, len(found))
+	}
+	return nil
 }
