@@ -164,6 +164,9 @@ func (c *ChartCache) ociChart(ctx context.Context, ref config.Chart) (archive, e
 		a.prov = res.Prov.Data
 		c.storeProv(key, a.prov)
 	}
+	if res.Manifest != nil {
+		c.storeManifest(key, res.Manifest.Data)
+	}
 	c.store(key, res.Chart.Data)
 	return a, nil
 }
