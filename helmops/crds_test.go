@@ -26,9 +26,7 @@ func TestTemplateCRDIsUsableAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = dc.Resource(crdsResource).Delete(context.Background(), "probes.probe.autox.test", metav1.DeleteOptions{})
-	})
+	t.Cleanup(func() { dropCRD(t, dc.Resource(crdsResource), "probes.probe.autox.test") })
 	m := newManager(t, DriverSecret)
 	ns := cluster.Namespace(t)
 	if _, err := m.Install(ctx, desired(t, ns, "defs", "charts/probe-crd", nil)); err != nil {

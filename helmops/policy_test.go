@@ -191,11 +191,7 @@ func TestCRDsWaitForTheChecks(t *testing.T) {
 	}
 	crds := dyn.Resource(crdResource)
 	const name = "widgets.autox.test"
-	drop := func() {
-		if err := crds.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Fatal(err)
-		}
-	}
+	drop := func() { dropCRD(t, crds, name) }
 	drop()
 	t.Cleanup(drop)
 	noCRD := func(what string) {
