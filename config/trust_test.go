@@ -46,6 +46,11 @@ func TestTrustValid(t *testing.T) {
 		}
 	}
 
+	// A plain-HTTP registry, said explicitly.
+	plain, err := Parse([]byte(trustBase(`chart: {repo: oci://registry.local:5000/c, name: x, version: 1.0.0, plainHTTP: true}`)), "/cfg")
+	if err != nil || !plain.Specs["a"].ReleaseSpecs["x"].Chart.PlainHTTP {
+		t.Errorf("plainHTTP on an oci:// chart: %v", err)
+	}
 	// A local archive may be pinned and verified.
 	if _, err := Parse([]byte(trustBase(`chart: {path: charts/x-1.0.0.tgz, digest: `+pin+`, verify: true}`)), "/cfg"); err != nil {
 		t.Errorf("a pinned, verified local .tgz: %v", err)
@@ -90,6 +95,12 @@ func TestTrustInvalid(t *testing.T) {
 			[]string{p + "chart.digest: has no value; write the chart's digest"}},
 		{"digest empty", trustBase(`chart: {repo: https://c.example.com, name: x, version: 1.0.0, digest: ""}`),
 			[]string{p + "chart.digest: is empty"}},
+		{"plainHTTP for an http repository", trustBase(`chart: {repo: http://c.example.com, name: x, version: 1.0.0, plainHTTP: true}`),
+			[]string{p + "chart.plainHTTP: is only for oci:// registries"}},
+		{"plainHTTP for a path", trustBase(`chart: {path: charts/x, plainHTTP: true}`),
+			[]string{p + "chart.plainHTTP: is only for oci:// registries, not a chart path"}},
+		{"plainHTTP not a bool", trustBase(`chart: {repo: oci://r.example.com/c, name: x, version: 1.0.0, plainHTTP: "yes"}`),
+			[]string{p + "chart.plainHTTP: must be true or false"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { wantProblems(t, tc.yaml, tc.want) })

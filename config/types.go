@@ -159,6 +159,11 @@ type Chart struct {
 	// Keyring is the Secret holding the keyring Verify checks with; nil
 	// means the --chart-keyring file.
 	Keyring *Keyring `json:"keyring,omitempty"`
+	// PlainHTTP pulls an oci:// chart over plain HTTP, as `helm
+	// --plain-http` does: for a registry without TLS (in the cluster).
+	// Like Digest and Verify it is how the chart is fetched, not what the
+	// release runs: it is in no release's digest.
+	PlainHTTP bool `json:"plainHTTP,omitempty"`
 }
 
 // SpecNames returns the spec names in a stable (sorted) order.

@@ -407,11 +407,17 @@ func validateReleaseSpec(c *checker, p string, rs *ReleaseSpec, cfg *Config, sel
 	case ch.Path != "":
 		// The chart itself is loaded when it is used; a missing file is an
 		// error of that release spec, not of the whole config.
+		if ch.PlainHTTP {
+			c.add(cp+".plainHTTP", "is only for oci:// registries, not a chart path: remove plainHTTP")
+		}
 	case ch.Repo == "":
 		c.add(cp, "required: `path` (a chart directory or .tgz relative to the config file), or `repo` with `name` and `version`")
 	default:
 		if u, err := url.Parse(ch.Repo); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "oci") {
 			c.add(cp+".repo", "must be an http://, https:// or oci:// URL with a host")
+		}
+		if ch.PlainHTTP && !strings.HasPrefix(ch.Repo, "oci://") {
+			c.add(cp+".plainHTTP", "is only for oci:// registries; an http(s) repository says its scheme in repo: remove plainHTTP")
 		}
 		c.field(cp+".name", ch.Name, "required", "required when chart.repo is set")
 		c.field(cp+".version", ch.Version, "required", "required when chart.repo is set: an exact chart version")

@@ -9,6 +9,8 @@ import (
 
 	"helm.sh/helm/v4/pkg/release/common"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/testenv"
@@ -251,4 +253,33 @@ func TestRemediation(t *testing.T) {
 	if code := p.Stop(patience); code != 0 {
 		t.Fatalf("SIGTERM: exit code %d", code)
 	}
+}
+
+// TestCRDChartUsableByItsDependent: release spec defs installs a chart
+// whose templates (not crds/) hold a CustomResourceDefinition, and probe,
+// which comes after it (dependsOn), an object of that kind. probe installs
+// as soon as defs is deployed: no failed install, no error line, no retry.
+func TestCRDChartUsableByItsDependent(t *testing.T) {
+	e := newEnv(t)
+	t.Cleanup(func() {
+		dc, err := dynamic.NewForConfig(cluster.Config)
+		if err == nil {
+			crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+			_ = dc.Resource(crds).Delete(context.Background(), "probes.probe.autox.test", metav1.DeleteOptions{})
+		}
+	})
+	e.Deployment("web", version("1.0.0"))
+	p := e.run(e.WriteConfig(webSpec(`      defs: {chart: {path: {{.Charts}}/probe-crd}}
+      probe: {chart: {path: {{.Charts}}/probe}, dependsOn: [defs]}
+`)), "--resync", "1h")
+	metric := e.metricsOf(p)
+	e.WaitRelease("web-defs", "installed", deployedAt(1))
+	e.WaitRelease("web-probe", "installed after defs", deployedAt(1))
+	if n := metric(`autox_helm_operations_total{action="install",result="error"}`); n != "" && n != "0" {
+		t.Errorf("%s failed installs", n)
+	}
+	if strings.Contains(p.Output(), `"level":"error"`) {
+		t.Errorf("error lines:\n%s", p.Output())
+	}
+	p.Stop(patience)
 }

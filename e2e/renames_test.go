@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"helm.sh/helm/v4/pkg/release/common"
 	corev1 "k8s.io/api/core/v1"
@@ -258,6 +259,62 @@ func TestNameFreedByARemovalIsTakenAtOnce(t *testing.T) {
 	e.owned("exp-b", "web", "one")
 	if r := e.owned("exp-a", "web", "two"); r.Values["greeting"] != "two" {
 		t.Errorf("exp-a has values %v", r.Values)
+	}
+	p.Stop(patience)
+}
+
+// TestMovedReleaseWaitsForItsObjects: a release moved to a new name whose
+// object (of a fixed name, which the new release makes too) is held by a
+// finalizer for a while after the old release's uninstall deleted it: the
+// new release installs once the object is gone, without a failed install
+// (no error line, no failed operation) and without waiting for a retry.
+func TestMovedReleaseWaitsForItsObjects(t *testing.T) {
+	e := newEnv(t)
+	e.Deployment("web", version("1.0.0"))
+	held := func(name string) string {
+		return e.render(webSpec(`      held: {chart: {path: {{.Charts}}/finalizer}, releaseName: ` + name + `, values: {name: shared}}
+`))
+	}
+	k := testenv.NewKubeletDir(t, "config.yaml", held("exp-old"))
+	p := e.run(k.Path(), "--config-debounce", "100ms", "--resync", "1h")
+	metric := e.metricsOf(p)
+	e.WaitRelease("exp-old", "installed", deployedAt(1))
+	ctx := context.Background()
+	cms := cluster.Client.CoreV1().ConfigMaps(e.NS)
+	release := func(uid types.UID) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"metadata":{"uid":%q,"finalizers":null}}`, uid)
+		if _, err := cms.Patch(ctx, "shared", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("removing the finalizer of ConfigMap shared: %v", err)
+		}
+	}
+	old, err := cms.Get(ctx, "shared", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	k.Update(held("exp-new"))
+	testenv.Eventually(t, patience, "the old release's ConfigMap deleted", func() (bool, error) {
+		cm, err := cms.Get(ctx, "shared", metav1.GetOptions{})
+		return err == nil && cm.UID == old.UID && cm.DeletionTimestamp != nil, err
+	})
+	// Held a while, as a controller finishing its cleanup would: long
+	// enough for an install that does not wait to try and fail. Nothing
+	// below depends on how long.
+	time.Sleep(3 * time.Second)
+	release(old.UID)
+	e.WaitRelease("exp-new", "installed under the new name", deployedAt(1))
+	e.WaitRelease("exp-old", "removed", gone)
+	cm, err := cms.Get(ctx, "shared", metav1.GetOptions{})
+	if err != nil || cm.UID == old.UID {
+		t.Fatalf("the new release's ConfigMap: %v, %v", cm, err)
+	}
+	defer release(cm.UID)
+	if n := metric(`autox_helm_operations_total{action="install",result="error"}`); n != "" && n != "0" {
+		t.Errorf("%s failed installs", n)
+	}
+	if strings.Contains(p.Output(), `"level":"error"`) {
+		t.Errorf("error lines:\n%s", p.Output())
 	}
 	p.Stop(patience)
 }

@@ -50,9 +50,9 @@ func (e *PartialDiscoveryError) Unwrap() error { return e.Cause }
 // group could remove (install, uninstall, rollback); the next operation
 // reads discovery anew.
 func (m *Manager) capabilities() (*chartcommon.Capabilities, error) {
-	m.capsMu.Lock()
-	defer m.capsMu.Unlock()
-	if m.caps != nil && time.Since(m.capsAt) < capabilitiesTTL {
+	m.discovery.capsMu.Lock()
+	defer m.discovery.capsMu.Unlock()
+	if m.discovery.caps != nil && time.Since(m.discovery.capsAt) < capabilitiesTTL {
 		return m.copyCaps(), nil
 	}
 	if err := m.discovery.init(); err != nil {
@@ -86,10 +86,10 @@ func (m *Manager) capabilities() (*chartcommon.Capabilities, error) {
 		HelmVersion: chartcommon.DefaultCapabilities.HelmVersion,
 	}
 	if partial != nil {
-		m.caps = nil
+		m.discovery.caps = nil
 		return caps, partial
 	}
-	m.caps, m.capsAt = caps, time.Now()
+	m.discovery.caps, m.discovery.capsAt = caps, time.Now()
 	return m.copyCaps(), nil
 }
 
@@ -105,17 +105,17 @@ func (d discovered) ServerGroupsAndResources() ([]*metav1.APIGroup, []*metav1.AP
 }
 
 func (m *Manager) copyCaps() *chartcommon.Capabilities {
-	c := *m.caps
-	c.APIVersions = append(chartcommon.VersionSet(nil), m.caps.APIVersions...)
+	c := *m.discovery.caps
+	c.APIVersions = append(chartcommon.VersionSet(nil), m.discovery.caps.APIVersions...)
 	return &c
 }
 
 // forgetCapabilities makes the next operation read discovery anew; called
 // after a failed operation, which may have failed on a CRD not yet known.
 func (m *Manager) forgetCapabilities() {
-	m.capsMu.Lock()
-	m.caps = nil
-	m.capsMu.Unlock()
+	m.discovery.capsMu.Lock()
+	m.discovery.caps = nil
+	m.discovery.capsMu.Unlock()
 }
 
 // actionConfig returns a fresh action.Configuration for one operation: Helm's
@@ -163,14 +163,14 @@ func (m *Manager) actionConfigFor(ctx context.Context, namespace string, hide *r
 	}
 	cfg.Capabilities = caps
 	if kc, ok := cfg.KubeClient.(*kube.Client); ok {
-		cfg.KubeClient = kubeClient{Client: kc}
+		cfg.KubeClient = kubeClient{Client: kc, refresh: m.forgetAPIs}
 	}
 	if m.opts.StorageDriver == DriverSecret {
 		cfg.Releases.Driver = newSecretRecords(m.clientset.CoreV1().Secrets(namespace), log)
 	}
 	cfg.Releases.Driver = &newestDecodes{Driver: cfg.Releases.Driver, m: m, namespace: namespace}
-	if ix := m.index.Load(); ix != nil {
-		cfg.Releases.Driver = &trackedDriver{Driver: cfg.Releases.Driver, expect: ix.expect, namespace: namespace}
+	if expect := m.writes(); expect != nil {
+		cfg.Releases.Driver = &trackedDriver{Driver: cfg.Releases.Driver, expect: expect, namespace: namespace}
 	}
 	return cfg, nil
 }

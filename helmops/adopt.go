@@ -87,7 +87,7 @@ func (m *Manager) Adopt(ctx context.Context, a Adoption) error {
 	relabelled[recordModifiedAt] = strconv.FormatInt(time.Now().Unix(), 10)
 	// The record index learns of this write like of Helm's (expectations):
 	// the next read of the new owner's releases must find it.
-	withdraw := m.index.Load().expectations().expect(a.Namespace, key, expectation{release: a.Name, labels: relabelled, status: labels["status"]})
+	withdraw := m.writes().expect(a.Namespace, key, expectation{release: a.Name, labels: relabelled, status: labels["status"]})
 	if err := records.relabel(ctx, relabelled); err != nil {
 		withdraw()
 		if apierrors.IsConflict(err) {

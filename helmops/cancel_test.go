@@ -10,10 +10,12 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/testenv"
 )
@@ -221,4 +223,56 @@ func TestReinstallPair(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUninstallMovedWaitsForObjects: the uninstall of a release a rename
+// moves returns only once its objects are gone, so that the replacement,
+// which makes an object of the same name, installs instead of failing on
+// the old one a finalizer still holds.
+func TestUninstallMovedWaitsForObjects(t *testing.T) {
+	bg := context.Background()
+	m := newManager(t, DriverSecret)
+	ns := cluster.Namespace(t)
+	cms := cluster.Client.CoreV1().ConfigMaps(ns)
+	values := map[string]interface{}{"name": "shared"}
+	if _, err := m.Install(bg, desired(t, ns, "old", "charts/finalizer", values)); err != nil {
+		t.Fatal(err)
+	}
+	held, err := cms.Get(bg, "shared", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left error // the Get of the object as the uninstall returned
+	done := make(chan error, 1)
+	go func() {
+		err := m.UninstallMoved(bg, ns, "old", 1, nil, config.Policy{Timeout: 2 * time.Minute})
+		_, left = cms.Get(bg, "shared", metav1.GetOptions{})
+		done <- err
+	}()
+	waitUntil(t, "the uninstall deleted the old ConfigMap", func() (bool, error) {
+		cm, err := cms.Get(bg, "shared", metav1.GetOptions{})
+		return err == nil && cm.UID == held.UID && cm.DeletionTimestamp != nil, err
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("UninstallMoved returned (%v) while a finalizer held its ConfigMap", err)
+	default:
+	}
+	patch := fmt.Sprintf(`{"metadata":{"uid":%q,"finalizers":null}}`, held.UID)
+	if _, err := cms.Patch(bg, "shared", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.Receive(t, "the uninstall returned", done); err != nil || !apierrors.IsNotFound(left) {
+		t.Fatalf("UninstallMoved = %v; the ConfigMap as it returned: %v, want gone", err, left)
+	}
+	if _, err := m.Install(bg, desired(t, ns, "new", "charts/finalizer", values)); err != nil {
+		t.Fatalf("the replacement's install: %v", err)
+	}
+	cm, err := cms.Get(bg, "shared", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = cms.Patch(bg, "shared", types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"uid":%q,"finalizers":null}}`, cm.UID)), metav1.PatchOptions{})
+	})
 }

@@ -51,7 +51,24 @@ func gadgetCRD(t *testing.T) {
 	if _, err := crds.Create(context.Background(), crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = crds.Delete(context.Background(), "gadgets.gated.autox.dev", metav1.DeleteOptions{}) })
+	// Gone before the next test that creates it: a CRD being deleted
+	// would take that one's create (AlreadyExists) with it.
+	t.Cleanup(func() { dropCRD(t, crds, "gadgets.gated.autox.dev") })
+}
+
+// dropCRD deletes a CustomResourceDefinition and waits until it is gone.
+func dropCRD(t *testing.T, crds dynamic.NamespaceableResourceInterface, name string) {
+	t.Helper()
+	if err := crds.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "CustomResourceDefinition "+name+" gone", func() (bool, error) {
+		_, err := crds.Get(context.Background(), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
 }
 
 // discoveryProxy is a proxy to the API server whose discovery of gatedGroup

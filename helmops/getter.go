@@ -2,6 +2,9 @@ package helmops
 
 import (
 	"sync"
+	"time"
+
+	chartcommon "helm.sh/helm/v4/pkg/chart/common"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -13,15 +16,21 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// sharedDiscovery is the discovery client and REST mapper every Helm action
-// shares, so that a pass over many releases asks the API server for its
-// resource list once rather than once per operation.
+// sharedDiscovery is the discovery client, REST mapper and capabilities
+// every Helm action shares, those of the service account views of a Manager
+// included, so that a pass over many releases asks the API server for its
+// resource list once rather than once per operation, and so that what one
+// operation learns (a CRD it created) every later one knows.
 type sharedDiscovery struct {
 	config *rest.Config
 	once   sync.Once
 	err    error
 	disc   discovery.CachedDiscoveryInterface
 	mapper meta.RESTMapper
+
+	capsMu sync.Mutex
+	caps   *chartcommon.Capabilities
+	capsAt time.Time
 }
 
 func (s *sharedDiscovery) init() error {

@@ -57,7 +57,8 @@ type identities struct {
 // with a Forbidden that does not say why. The returned Manager is built
 // from m's REST config — the leadership term's fenced config — so its
 // writes are fenced with m's; its capabilities and REST mapping come from
-// m's discovery (autox's identity: an API list, not a release's object).
+// m's discovery (autox's identity: an API list, not a release's object);
+// its record writes are registered with m's record index, as m's own are.
 // Never call As on a Manager As returned.
 func (m *Manager) As(ctx context.Context, sa ServiceAccount) (*Manager, error) {
 	if sa.IsZero() {
@@ -107,7 +108,7 @@ func (m *Manager) impersonating(sa ServiceAccount) (*Manager, error) {
 	}
 	opts := m.opts
 	opts.RESTConfig, opts.Clientset, opts.Metadata = rc, cs, mc
-	return &Manager{opts: opts, clientset: cs, meta: mc, discovery: m.discovery, as: sa}, nil
+	return &Manager{opts: opts, clientset: cs, meta: mc, discovery: m.discovery, as: sa, parent: m}, nil
 }
 
 // ActingAs is the identity m's operations run as.

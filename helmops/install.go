@@ -83,9 +83,18 @@ func (m *Manager) install(ctx context.Context, d Target, complete bool) (int, er
 	if err != nil {
 		return 0, err
 	}
-	cfg.Releases.Driver = &seenFree{Driver: cfg.Releases.Driver, name: d.Name}
+	records := cfg.Releases.Driver
+	cfg.Releases.Driver = &seenFree{Driver: records, name: d.Name}
 	var rel *release.Release
 	err = m.untilDone(ctx, func() (err error) {
+		// Helm checks that the name is free before it creates the chart's
+		// CRDs, and autox before it writes them itself (CreateReplace): as
+		// seenFree answers Helm's check, this one reads the records.
+		if len(d.Chart.CRDObjects()) > 0 && d.Policy.CRDs != config.CRDsSkip {
+			if err := nameFree(records, d.Name); err != nil {
+				return err
+			}
+		}
 		if d.Policy.CRDs == config.CRDsCreateReplace {
 			if err := m.applyCRDs(cfg, d.Chart, true); err != nil {
 				return err
@@ -95,7 +104,9 @@ func (m *Manager) install(ctx context.Context, d Target, complete bool) (int, er
 		if err != nil {
 			return err
 		}
-		rel, err = asV1(done)
+		if rel, err = asV1(done); err == nil {
+			m.learnCRDs(cfg, d.Namespace, d.Name, rel.Manifest)
+		}
 		return err
 	})
 	if err != nil {

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	chartcommon "helm.sh/helm/v4/pkg/chart/common"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -85,14 +84,25 @@ type Manager struct {
 	// including those it stopped waiting for.
 	background sync.WaitGroup
 
-	capsMu sync.Mutex
-	caps   *chartcommon.Capabilities
-	capsAt time.Time
-
 	// as is the service account the operations run as (zero: autox's own
 	// identity); identities are the Managers As made of this one.
 	as         ServiceAccount
 	identities identities
+	// parent is the Manager As made this one of (nil for autox's own): its
+	// record index learns of this one's writes (see writes).
+	parent *Manager
+}
+
+// writes are the expectations of the record index that must learn of m's
+// record writes: the index of m, or of the Manager m acts for (a service
+// account's writes are this process's own writes, which a pass right after
+// must find: read-your-writes). nil without an index.
+func (m *Manager) writes() *expectations {
+	owner := m
+	if m.parent != nil {
+		owner = m.parent
+	}
+	return owner.index.Load().expectations()
 }
 
 // New returns a Manager for the cluster of opts.RESTConfig, using

@@ -2,6 +2,8 @@ package helmops
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -102,7 +104,8 @@ func TestPolicyCRDs(t *testing.T) {
 	}
 	crds := dyn.Resource(crdResource)
 	const name = "widgets.autox.test"
-	// The CRD is cluster-wide: this test is the package's only user of it.
+	// The CRD is cluster-wide: this test and TestCRDsWaitForTheChecks are the
+	// package's only users of it.
 	drop := func() {
 		if err := crds.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
@@ -171,5 +174,62 @@ func TestPolicyCRDs(t *testing.T) {
 	}
 	if _, exists := shortNames(); !exists {
 		t.Fatal("the uninstall deleted the CRD")
+	}
+}
+
+// TestCRDsWaitForTheChecks: the chart's CRDs are written only after the
+// checks Helm makes before its first write: an install whose name is taken,
+// an upgrade of a release with an operation in progress, or one decided on
+// another revision than the newest, write no CRD.
+func TestCRDsWaitForTheChecks(t *testing.T) {
+	ctx := context.Background()
+	m := newManager(t, DriverSecret)
+	ns := cluster.Namespace(t)
+	dyn, err := dynamic.NewForConfig(cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := dyn.Resource(crdResource)
+	const name = "widgets.autox.test"
+	drop := func() { dropCRD(t, crds, name) }
+	drop()
+	t.Cleanup(drop)
+	noCRD := func(what string) {
+		t.Helper()
+		if _, err := crds.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("%s: the CRD was written (%v)", what, err)
+		}
+	}
+	d := desired(t, ns, "c", "charts/crd", nil)
+	d.Policy = config.Policy{CRDs: config.CRDsSkip}
+	if _, err := m.Install(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	noCRD("crds Skip")
+	for _, p := range []string{config.CRDsCreateReplace, config.CRDsCreate, ""} {
+		d.Policy = config.Policy{CRDs: p}
+		if _, err := m.Install(ctx, d); err == nil || !strings.Contains(err.Error(), "in use") {
+			t.Errorf("install over a taken name with crds %q: %v; want the name in use", p, err)
+		}
+		noCRD(fmt.Sprintf("install over a taken name with crds %q", p))
+	}
+	d.Current, d.Revision = 1, 2
+	for _, p := range []string{config.CRDsCreateReplace, config.CRDsCreate} {
+		d.Policy = config.Policy{CRDs: p}
+		d.Current = 7
+		var changed *ChangedError
+		if _, err := m.Upgrade(ctx, d); !errors.As(err, &changed) {
+			t.Errorf("upgrade decided on another revision with crds %q: %v; want a *ChangedError", p, err)
+		}
+		noCRD(fmt.Sprintf("upgrade decided on another revision with crds %q", p))
+	}
+	setStatus(t, ns, "c", 1, "pending-install")
+	d.Current = 1
+	for _, p := range []string{config.CRDsCreateReplace, config.CRDsCreate} {
+		d.Policy = config.Policy{CRDs: p}
+		if _, err := m.Upgrade(ctx, d); err == nil || !strings.Contains(err.Error(), "in progress") {
+			t.Errorf("upgrade of a pending release with crds %q: %v; want an operation in progress", p, err)
+		}
+		noCRD(fmt.Sprintf("upgrade of a pending release with crds %q", p))
 	}
 }

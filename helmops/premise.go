@@ -1,6 +1,7 @@
 package helmops
 
 import (
+	"errors"
 	"fmt"
 
 	helmrelease "helm.sh/helm/v4/pkg/release"
@@ -48,6 +49,9 @@ type premised struct {
 	// written since.
 	history []*release.Release
 	written bool
+	// refused is the error of a re-check that failed: every later write
+	// of the action fails with it.
+	refused error
 }
 
 func (p *premised) Query(labels map[string]string) ([]helmrelease.Releaser, error) {
@@ -116,7 +120,38 @@ func (p *premised) Update(key string, rls helmrelease.Releaser) error {
 	return p.Driver.Update(key, rls)
 }
 
+// Delete before any other write of the action is an upgrade's (or a
+// rollback's) pruning to --max-history, inside Helm's Storage.Create before
+// the new revision's record is created: a write by someone else since the
+// checked read would only fail that Create, after the oldest revisions are
+// gone. So it is checked first that the revision after the decided one has
+// no record yet (a GET by name, not another LIST of the history); what is
+// left unchecked is the moment between that read and the delete (Helm's
+// storage deletes without a resourceVersion precondition).
 func (p *premised) Delete(key string) (helmrelease.Releaser, error) {
+	if p.refused != nil {
+		return nil, p.refused
+	}
+	if !p.written {
+		if err := p.recheck(); err != nil {
+			p.refused = err
+			return nil, err
+		}
+	}
 	p.written = true
 	return p.Driver.Delete(key)
+}
+
+// recheck fails with a *ChangedError when the release has a record of the
+// revision after the decided one: someone wrote it since the checked read.
+func (p *premised) recheck() error {
+	next := p.decided + 1
+	_, err := p.Driver.Get(recordKey(p.name, next))
+	switch {
+	case errors.Is(err, driver.ErrReleaseNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("cannot read whether release %s/%s has a revision %d before its first write: %w", p.namespace, p.name, next, err)
+	}
+	return &ChangedError{Namespace: p.namespace, Name: p.name, Decided: p.decided, Newest: next}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -394,6 +395,38 @@ func TestOwnWritesAreRead(t *testing.T) {
 	}
 	if r, err := indexed.Lookup(ctx, ns, "mine"); err != nil || r == nil || r.Revision != 2 {
 		t.Errorf("Lookup after its own upgrade = %+v, %v; want revision 2", r, err)
+	}
+}
+
+// TestServiceAccountWritesAreRead: an install as a service account (a view
+// of Manager.As) is this process's own write too: the Manager it was made
+// of finds it at once, even with an index that never shows it.
+func TestServiceAccountWritesAreRead(t *testing.T) {
+	ctx := context.Background()
+	ns := cluster.Namespace(t)
+	frozen := &indexOpts{faults: testenv.MetadataFaults{Frozen: &atomic.Bool{}}}
+	frozen.faults.Frozen.Store(true)
+	indexed, _, _ := indexedManager(t, DriverSecret, frozen, ns)
+	cluster.ServiceAccount(t, ns, "deployer", []rbacv1.PolicyRule{testenv.HelmRecords, testenv.Manage("", "configmaps", "serviceaccounts", "services")})
+	as, err := indexed.As(ctx, ServiceAccount{Namespace: ns, Name: "deployer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := as.Install(ctx, desired(t, ns, "theirs", "charts/hello", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if inUse, err := indexed.NamesInUse(ctx, ns, []string{"theirs"}); err != nil || !inUse["theirs"] {
+		t.Errorf("NamesInUse after an install as a service account = %v, %v", inUse, err)
+	}
+	if rels, err := indexed.SpecReleases(ctx, []string{ns}, "spec"); err != nil || len(rels) != 1 || rels[0].Revision != 1 {
+		t.Errorf("SpecReleases after an install as a service account = %v, %v", names(rels), err)
+	}
+	inv, err := indexed.NewInventory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := inv.Managed(ctx, []string{ns}); err != nil || len(recs) != 1 || recs[0].Name != "theirs" {
+		t.Errorf("Managed after an install as a service account = %+v, %v; want release theirs", recs, err)
 	}
 }
 

@@ -49,7 +49,11 @@ func (m *Manager) RollbackWith(ctx context.Context, namespace, name string, curr
 			return err
 		}
 		m.rollbackWith(rb, p, to.ApplyMethod)
-		return rb.Run(name)
+		if err := rb.Run(name); err != nil {
+			return err
+		}
+		m.learnCRDs(cfg, namespace, name, to.Manifest)
+		return nil
 	})
 	if errors.Is(err, errLeftRunning) {
 		return fmt.Errorf("rollback of release %s/%s to revision %d: %w", namespace, name, toRevision, err)

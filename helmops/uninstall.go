@@ -37,6 +37,16 @@ func (m *Manager) UninstallWith(ctx context.Context, namespace, name string, cur
 	return m.uninstall(ctx, namespace, name, current, hide, false, p)
 }
 
+// UninstallMoved is UninstallWith for a release a rename moves (a new name
+// or namespace): it also waits, bounded by p's timeout, until the release's
+// objects are gone, so that the replacement's install, which may make the
+// same objects, does not find one still held by a finalizer (an error, and
+// both releases down). A release whose objects are not gone in time is
+// removed all the same, and the error says what is left.
+func (m *Manager) UninstallMoved(ctx context.Context, namespace, name string, current int, hide *redact.Redactor, p config.Policy) error {
+	return m.uninstall(ctx, namespace, name, current, hide, true, p)
+}
+
 // uninstall is Uninstall; with wait it also waits, bounded by the Helm
 // timeout, until the deleted objects are gone from the API server. Deletion
 // propagates in the background: the objects themselves go at once (unless a

@@ -41,6 +41,11 @@ func (m *Manager) Upgrade(ctx context.Context, d Target) (int, error) {
 		}
 		m.upgradeWith(up, d.Policy, newest.ApplyMethod)
 		if apply, replace := crdsOnUpgrade(d.Policy); apply {
+			// Helm refuses to upgrade a release with an operation in
+			// progress only in up.Run: the CRDs wait for that check too.
+			if newest.Info != nil && newest.Info.Status.IsPending() {
+				return fmt.Errorf("release %s/%s has an operation in progress (%s); its CustomResourceDefinitions were not written", d.Namespace, d.Name, newest.Info.Status)
+			}
 			if err := m.applyCRDs(cfg, d.Chart, replace); err != nil {
 				return err
 			}
@@ -49,7 +54,9 @@ func (m *Manager) Upgrade(ctx context.Context, d Target) (int, error) {
 		if err != nil {
 			return err
 		}
-		rel, err = asV1(done)
+		if rel, err = asV1(done); err == nil {
+			m.learnCRDs(cfg, d.Namespace, d.Name, rel.Manifest)
+		}
 		return err
 	})
 	if err != nil {

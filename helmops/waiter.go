@@ -1,6 +1,8 @@
 package helmops
 
 import (
+	"bytes"
+	"io"
 	"time"
 
 	"helm.sh/helm/v4/pkg/kube"
@@ -35,6 +37,29 @@ type kubeClient struct {
 	// deleted, when set, records what the client is asked to delete (an
 	// uninstall's report of the objects it left: leftbehind.go).
 	deleted *deletions
+	// refresh, when set, makes the shared discovery and REST mapping be
+	// read anew (Manager.forgetAPIs).
+	refresh func()
+}
+
+// Build is Helm's, except that a kind the REST mapper does not know makes
+// it read discovery anew and build once more: the CRD may have been created
+// since the shared mapper read it (by another release, or by hand), and
+// without this the release would fail until the cached discovery expires.
+func (c kubeClient) Build(reader io.Reader, validate bool) (kube.ResourceList, error) {
+	if c.refresh == nil {
+		return c.Client.Build(reader, validate)
+	}
+	manifest, err := io.ReadAll(reader)
+	if err != nil {
+		return nil, err
+	}
+	infos, err := c.Client.Build(bytes.NewReader(manifest), validate)
+	if isNoMatch(err) {
+		c.refresh()
+		infos, err = c.Client.Build(bytes.NewReader(manifest), validate)
+	}
+	return infos, err
 }
 
 func (c kubeClient) Delete(resources kube.ResourceList, policy metav1.DeletionPropagation) (*kube.Result, []error) {

@@ -28,7 +28,8 @@ type resolvedTag struct {
 // Helm's registry client takes no context, and would wait up to the
 // download timeout for a registry that accepts connections and never
 // answers, whatever the caller's context. The connections are shared.
-func (c *ChartCache) registry(ctx context.Context) (*registry.Client, error) {
+// plainHTTP speaks HTTP without TLS to the registry (chart.plainHTTP).
+func (c *ChartCache) registry(ctx context.Context, plainHTTP bool) (*registry.Client, error) {
 	c.regOnce.Do(func() {
 		// The default transport uses the system trust store, SSL_CERT_FILE included.
 		c.regTransport = http.DefaultTransport.(*http.Transport).Clone()
@@ -39,11 +40,15 @@ func (c *ChartCache) registry(ctx context.Context) (*registry.Client, error) {
 		// current user's docker or Helm login.
 		creds = filepath.Join(c.opts.Dir, "no-registry-credentials.json")
 	}
-	reg, err := registry.NewClient(
+	opts := []registry.ClientOption{
 		registry.ClientOptWriter(io.Discard),
 		registry.ClientOptHTTPClient(&http.Client{Transport: boundTransport{ctx: ctx, next: c.regTransport}, Timeout: c.opts.Timeout}),
 		registry.ClientOptCredentialsFile(creds),
-	)
+	}
+	if plainHTTP {
+		opts = append(opts, registry.ClientOptPlainHTTP())
+	}
+	reg, err := registry.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create the OCI registry client: %w", err)
 	}
@@ -89,7 +94,7 @@ func (r *releaseOnClose) Close() error {
 // pin, and it is pulled by the pin: a re-pushed tag is an error, never
 // another chart.
 func (c *ChartCache) ociChart(ctx context.Context, ref config.Chart) (archive, error) {
-	reg, err := c.registry(ctx)
+	reg, err := c.registry(ctx, ref.PlainHTTP)
 	if err != nil {
 		return archive{}, err
 	}
@@ -104,7 +109,7 @@ func (c *ChartCache) ociChart(ctx context.Context, ref config.Chart) (archive, e
 	if ref.Pinned() {
 		desc, err := reg.Resolve(full)
 		if err != nil {
-			return archive{}, fmt.Errorf("cannot resolve chart %s, pinned to %s: %w", where, ref.Digest, err)
+			return archive{}, fmt.Errorf("cannot resolve chart %s, pinned to %s: %w", where, ref.Digest, schemeHint(err, ref.PlainHTTP))
 		}
 		if got := desc.Digest.String(); got != ref.Digest {
 			return archive{}, fmt.Errorf("chart %s now names %s, but chart.digest pins %s: the tag was re-pushed with other content; nothing was changed (push a new version, or pin the new digest once you trust it)",
@@ -122,7 +127,7 @@ func (c *ChartCache) ociChart(ctx context.Context, ref config.Chart) (archive, e
 		case known:
 			c.opts.Log.Warn().Err(err).Str("chart", where).Msg("cannot resolve the chart tag again; using the digest resolved before")
 		default:
-			return archive{}, fmt.Errorf("cannot resolve chart %s: %w", where, err)
+			return archive{}, fmt.Errorf("cannot resolve chart %s: %w", where, schemeHint(err, ref.PlainHTTP))
 		}
 	}
 	// Helm names an OCI chart's archive so; its provenance file signs that name.
@@ -147,7 +152,7 @@ func (c *ChartCache) ociChart(ctx context.Context, ref config.Chart) (archive, e
 	}
 	res, err := reg.Pull(pull, registry.PullOptWithChart(true), registry.PullOptWithProv(ref.Verify), registry.PullOptIgnoreMissingProv(true))
 	if err != nil {
-		return archive{}, fmt.Errorf("cannot pull chart %s: %w", where, err)
+		return archive{}, fmt.Errorf("cannot pull chart %s: %w", where, schemeHint(err, ref.PlainHTTP))
 	}
 	if res.Manifest != nil && res.Manifest.Digest != tag.digest {
 		if ref.Pinned() {
@@ -164,6 +169,28 @@ func (c *ChartCache) ociChart(ctx context.Context, ref config.Chart) (archive, e
 		a.prov = res.Prov.Data
 		c.storeProv(key, a.prov)
 	}
+	if res.Manifest != nil {
+		c.storeManifest(key, res.Manifest.Data)
+	}
 	c.store(key, res.Chart.Data)
 	return a, nil
+}
+
+// schemeHint names chart.plainHTTP in the error of a registry that speaks
+// another scheme than autox asked it with: plain HTTP answering a TLS
+// handshake (Go's "server gave HTTP response to HTTPS client"), or, maybe,
+// an HTTPS server answering plain HTTP.
+func schemeHint(err error, plainHTTP bool) error {
+	msg := err.Error()
+	switch {
+	case !plainHTTP && strings.Contains(msg, "server gave HTTP response to HTTPS client"):
+		return fmt.Errorf("the registry answers plain HTTP, not HTTPS: for a registry without TLS (in the cluster) set chart.plainHTTP: true: %w", err)
+	case plainHTTP && strings.Contains(strings.ToLower(msg), "client sent an http request to an https server"):
+		return fmt.Errorf("the registry speaks HTTPS, and chart.plainHTTP asks for plain HTTP: remove plainHTTP: %w", err)
+	case plainHTTP && strings.Contains(msg, "400"):
+		// Go's HTTPS servers answer a plain HTTP request so, and a HEAD
+		// carries no body that would say why.
+		return fmt.Errorf("%w (with chart.plainHTTP: a registry that speaks HTTPS answers plain HTTP with 400 Bad Request: remove plainHTTP if it has TLS)", err)
+	}
+	return err
 }

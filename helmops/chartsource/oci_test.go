@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/testenv"
 )
 
@@ -46,4 +47,47 @@ func TestOCIRegistryCharts(t *testing.T) {
 			t.Fatalf("cached OCI chart with the registry down: %v", err)
 		}
 	}
+}
+
+// TestPlainHTTPRegistry: a registry without TLS is used when, and only
+// when, the chart says plainHTTP; asking it over HTTPS fails with an error
+// naming the option, and so does asking a TLS registry over plain HTTP.
+func TestPlainHTTPRegistry(t *testing.T) {
+	dir := t.TempDir()
+	reg, err := testenv.NewOCIRegistry(dir, nil, "pusher", "p4ss")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	if err := reg.Push("charts", "hello"); err != nil {
+		t.Fatal(err)
+	}
+	creds := filepath.Join(dir, "config.json")
+	if err := reg.DockerConfig(creds); err != nil {
+		t.Fatal(err)
+	}
+	c := newCache(t, t.TempDir(), &fakeClock{t: time.Now()}, "", creds)
+	ref := config.Chart{Repo: "oci://" + reg.Host + "/charts", Name: "hello", Version: "0.1.0"}
+	_, err = loadRef(t, c, ref)
+	wantErr(t, "a plain-HTTP registry asked over HTTPS", err, reg.Host+"/charts/hello:0.1.0", "chart.plainHTTP: true")
+	ref.PlainHTTP = true
+	if _, err := loadRef(t, c, ref); err != nil {
+		t.Fatalf("plainHTTP pull: %v", err)
+	}
+
+	tlsReg, err := testenv.NewOCIRegistry(t.TempDir(), testCA, "pusher", "p4ss")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tlsReg.Close()
+	if err := tlsReg.Push("charts", "hello"); err != nil {
+		t.Fatal(err)
+	}
+	tlsCreds := filepath.Join(t.TempDir(), "config.json")
+	if err := tlsReg.DockerConfig(tlsCreds); err != nil {
+		t.Fatal(err)
+	}
+	ref.Repo = "oci://" + tlsReg.Host + "/charts"
+	_, err = loadRef(t, newCache(t, t.TempDir(), &fakeClock{t: time.Now()}, "", tlsCreds), ref)
+	wantErr(t, "a TLS registry asked over plain HTTP", err, tlsReg.Host+"/charts/hello:0.1.0", "remove plainHTTP")
 }

@@ -1,6 +1,7 @@
 package chartsource
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -300,4 +301,57 @@ func TestVerifiedCharts(t *testing.T) {
 	}
 	_, err = loadRef(t, oc, oref)
 	wantErr(t, "a tampered OCI chart with the old provenance", err, "fails verification", "sha256 sum does not match")
+}
+
+// TestPinnedOCIChartCacheIsChecked: a cached OCI archive, named by its
+// manifest's digest, is checked against the manifest kept beside it on
+// every read: an archive replaced on disk (by other content of the same
+// chart and version) is pulled again by the pin, never installed.
+func TestPinnedOCIChartCacheIsChecked(t *testing.T) {
+	dir := t.TempDir()
+	reg, err := testenv.NewOCIRegistry(dir, testCA, "pusher", "p4ss")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	tgzs, err := testenv.PackageCharts(t.TempDir(), "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin, err := reg.PushArchive("charts", tgzs[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := filepath.Join(dir, "config.json")
+	if err := reg.DockerConfig(creds); err != nil {
+		t.Fatal(err)
+	}
+	cacheDir := t.TempDir()
+	ref := config.Chart{Repo: "oci://" + reg.Host + "/charts", Name: "hello", Version: "0.1.0", Digest: pin}
+	if re, err := loadRef(t, newCache(t, cacheDir, &fakeClock{t: time.Now()}, "", creds), ref); err != nil || re {
+		t.Fatalf("pinned pull: republished %v, %v", re, err)
+	}
+	cachedFile := filepath.Join(cacheDir, "charts", "oci-"+strings.ReplaceAll(pin, ":", "-")+".tgz")
+	good, err := os.ReadFile(cachedFile)
+	if err != nil {
+		t.Fatalf("the pinned archive is not cached as %s: %v", cachedFile, err)
+	}
+	edited, err := testenv.PackageEdited(t.TempDir(), "hello", testenv.ChangeTemplates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := os.ReadFile(edited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cachedFile, other, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A restart on the same directory.
+	if re, err := loadRef(t, newCache(t, cacheDir, &fakeClock{t: time.Now()}, "", creds), ref); err != nil || re {
+		t.Errorf("pinned load with another archive in the cache: republished %v, %v; want the pinned chart", re, err)
+	}
+	if data, err := os.ReadFile(cachedFile); err != nil || !bytes.Equal(data, good) {
+		t.Errorf("the replaced archive was not pulled again (%v)", err)
+	}
 }

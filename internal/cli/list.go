@@ -34,10 +34,12 @@ type listedRelease struct {
 	Suspended string `json:"suspended,omitempty"`
 	// ServiceAccount is what the release's Helm operations run as, from
 	// the config (config.RunsAs), "" for autox's own identity; ChartPinned
-	// and ChartVerified say how far its release spec trusts its chart.
+	// and ChartVerified say how far its release spec trusts its chart, and
+	// ChartPlainHTTP that it is pulled without TLS.
 	ServiceAccount string `json:"serviceAccount,omitempty"`
 	ChartPinned    bool   `json:"chartPinned,omitempty"`
 	ChartVerified  bool   `json:"chartVerified,omitempty"`
+	ChartPlainHTTP bool   `json:"chartPlainHTTP,omitempty"`
 }
 
 func newListCommand(version string) *cobra.Command {
@@ -137,7 +139,7 @@ func listRows(cfg *config.Config, instance string, rels []*format.Release, onlyO
 		}
 		row.ServiceAccount = config.RunsAs(spec, rs, defaultServiceAccount)
 		if rs != nil && !orphan {
-			row.ChartPinned, row.ChartVerified = rs.Chart.Pinned(), rs.Chart.Verify
+			row.ChartPinned, row.ChartVerified, row.ChartPlainHTTP = rs.Chart.Pinned(), rs.Chart.Verify, rs.Chart.PlainHTTP
 		}
 	}
 	return rows

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -53,7 +54,7 @@ func printSteps(w io.Writer, output string, steps []plan.Step) error {
 	tw := newTable(w, "ACTION\tSPEC\tRELEASE SPEC\tOBJECT\tRELEASE\tNAMESPACE\tRUNS AS\tCHART TRUST\tREASON")
 	for _, s := range steps {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Action, s.Spec, s.ReleaseSpec, orDash(s.Object), s.Release, s.Namespace,
-			runsAs(s.ServiceAccount), chartTrust(s.ChartPinned, s.ChartVerified), s.Reason)
+			runsAs(s.ServiceAccount), chartTrust(s.ChartPinned, s.ChartVerified, s.ChartPlainHTTP), s.Reason)
 	}
 	return tw.Flush()
 }
@@ -67,7 +68,7 @@ func printRows(w io.Writer, output string, rows []listedRelease) error {
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%v\t%s\t%s\t%s\n", r.Namespace, r.Release, r.Spec, r.ReleaseSpec, orDash(r.Object),
 			r.Chart, r.ChartVersion, r.Revision, r.Status, r.Updated.Format(time.RFC3339), r.Orphan,
-			runsAs(r.ServiceAccount), chartTrust(r.ChartPinned, r.ChartVerified), orDash(r.Suspended))
+			runsAs(r.ServiceAccount), chartTrust(r.ChartPinned, r.ChartVerified, r.ChartPlainHTTP), orDash(r.Suspended))
 	}
 	return tw.Flush()
 }
@@ -81,9 +82,15 @@ func runsAs(serviceAccount string) string {
 	return "serviceaccount/" + serviceAccount
 }
 
-// chartTrust shows whether a chart is pinned by a digest and verified.
-func chartTrust(pinned, verified bool) string {
-	return orDash(config.Trust(pinned, verified))
+// chartTrust shows whether a chart is pinned by a digest and verified, and
+// pulled without TLS.
+func chartTrust(pinned, verified, plainHTTP bool) string {
+	trust := config.Trust(pinned, verified)
+	if plainHTTP {
+		// Without TLS, only a pin or a signature vouches for the content.
+		trust = strings.TrimPrefix(trust+",plain-http", ",")
+	}
+	return orDash(trust)
 }
 
 // orDash shows an empty column as "-", so columns stay aligned for the eye.

@@ -89,3 +89,24 @@ func jsonRows(t *testing.T, out *bytes.Buffer, err error) []map[string]interface
 	}
 	return rows
 }
+
+// A chart pulled over plain HTTP says so in the plan's CHART TRUST column
+// and in -o json.
+func TestPlanShowsPlainHTTP(t *testing.T) {
+	steps := []plan.Step{{Action: plan.ActionInstall, Spec: "web", ReleaseSpec: "hello", Release: "web-hello", Namespace: "apps",
+		Reason: "no release", ChartPinned: true, ChartPlainHTTP: true}}
+	var table bytes.Buffer
+	if err := printSteps(&table, "table", steps); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), " pinned,plain-http ") {
+		t.Errorf("plan table:\n%s", table.String())
+	}
+	var out bytes.Buffer
+	if got := jsonRows(t, &out, printSteps(&out, "json", steps)); got[0]["chartPlainHTTP"] != true {
+		t.Errorf("plan -o json: %s", out.String())
+	}
+	if got := chartTrust(false, false, true); got != "plain-http" {
+		t.Errorf("chartTrust of a plain-HTTP chart alone = %q", got)
+	}
+}

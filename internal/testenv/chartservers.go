@@ -227,7 +227,8 @@ type OCIRegistry struct {
 
 type shutdowner interface{ Shutdown(context.Context) error }
 
-// NewOCIRegistry starts a registry with TLS from ca and one user.
+// NewOCIRegistry starts a registry with TLS from ca and one user; with a
+// nil ca, one that speaks plain HTTP (an in-cluster registry without TLS).
 func NewOCIRegistry(dir string, ca *CA, user, password string) (*OCIRegistry, error) {
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
 	if err != nil {
@@ -251,8 +252,10 @@ func NewOCIRegistry(dir string, ca *CA, user, password string) (*OCIRegistry, er
 	cfg := &configuration.Configuration{}
 	cfg.HTTP.Addr = addr
 	cfg.HTTP.DrainTimeout = time.Second
-	cfg.HTTP.TLS.Certificate = ca.CertFile
-	cfg.HTTP.TLS.Key = ca.KeyFile
+	if ca != nil {
+		cfg.HTTP.TLS.Certificate = ca.CertFile
+		cfg.HTTP.TLS.Key = ca.KeyFile
+	}
 	cfg.Storage = map[string]configuration.Parameters{
 		"inmemory": map[string]interface{}{},
 		// The upload purger is a goroutine nothing stops.
@@ -274,7 +277,12 @@ func NewOCIRegistry(dir string, ca *CA, user, password string) (*OCIRegistry, er
 	go func() { o.done <- reg.ListenAndServe() }()
 	// Wait until it accepts connections.
 	for i := 0; ; i++ {
-		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS12})
+		var c net.Conn
+		if ca != nil {
+			c, err = tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS12})
+		} else {
+			c, err = net.Dial("tcp", addr)
+		}
 		if err == nil {
 			c.Close()
 			break
@@ -312,12 +320,17 @@ func (o *OCIRegistry) Push(path string, charts ...string) error {
 // when not nil, under oci://Host/<path>/<name>:<version> of its Chart.yaml
 // (a tag already there moves to it), and returns the manifest digest.
 func (o *OCIRegistry) PushArchive(path, tgz string, prov []byte) (string, error) {
-	client, err := registry.NewClient(
+	clientOpts := []registry.ClientOption{
 		registry.ClientOptBasicAuth(o.User, o.Password),
 		registry.ClientOptWriter(devNull{}),
 		registry.ClientOptCredentialsFile(filepath.Join(os.TempDir(), "autox-test-no-credentials.json")),
-		registry.ClientOptHTTPClient(&http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: o.ca.pool, MinVersion: tls.VersionTLS12}}}),
-	)
+	}
+	if o.ca != nil {
+		clientOpts = append(clientOpts, registry.ClientOptHTTPClient(&http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: o.ca.pool, MinVersion: tls.VersionTLS12}}}))
+	} else {
+		clientOpts = append(clientOpts, registry.ClientOptPlainHTTP())
+	}
+	client, err := registry.NewClient(clientOpts...)
 	if err != nil {
 		return "", err
 	}

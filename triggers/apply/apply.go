@@ -32,6 +32,7 @@ type Helm interface {
 	Upgrade(ctx context.Context, d helmops.Target) (int, error)
 	Reinstall(ctx context.Context, d helmops.Target) (int, error)
 	UninstallWith(ctx context.Context, namespace, name string, current int, hide *redact.Redactor, p config.Policy) error
+	UninstallMoved(ctx context.Context, namespace, name string, current int, hide *redact.Redactor, p config.Policy) error
 	RollbackWith(ctx context.Context, namespace, name string, current, toRevision int, hide *redact.Redactor, p config.Policy) error
 	Adopt(ctx context.Context, a helmops.Adoption) error
 	DryRunReplacement(ctx context.Context, d helmops.Target, old helmops.Ref) error
@@ -228,6 +229,11 @@ func (a *Applier) write(ctx context.Context, p plan.Plan, s plan.Step) (int, err
 	}
 	switch s.Action {
 	case plan.ActionUninstall:
+		if s.ReplacedBy != "" {
+			// The replacement may make the same objects: it installs once
+			// these are gone.
+			return s.Revision, h.UninstallMoved(ctx, s.Namespace, s.Release, s.Revision, s.Hide, s.Policy)
+		}
 		return s.Revision, h.UninstallWith(ctx, s.Namespace, s.Release, s.Revision, s.Hide, s.Policy)
 	case plan.ActionRollback:
 		return s.Revision + 1, h.RollbackWith(ctx, s.Namespace, s.Release, s.Revision, s.RollbackTo, s.Hide, s.Policy)

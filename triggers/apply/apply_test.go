@@ -161,6 +161,12 @@ func (h *orderHelm) UninstallWith(_ context.Context, ns, name string, _ int, _ *
 	return nil
 }
 
+// UninstallMoved is recorded as any uninstall: where it runs in the order
+// is what is tested here (helmops tests its wait).
+func (h *orderHelm) UninstallMoved(ctx context.Context, ns, name string, current int, hide *redact.Redactor, p config.Policy) error {
+	return h.UninstallWith(ctx, ns, name, current, hide, p)
+}
+
 func (h *orderHelm) DryRunReplacement(_ context.Context, d helmops.Target, old helmops.Ref) error {
 	h.record("dry run " + d.Namespace + "/" + d.Name + " for " + old.String())
 	return h.dryRunErr

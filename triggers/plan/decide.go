@@ -177,7 +177,7 @@ func stepFor(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObs
 		}
 	}
 	step := Step{Spec: o.Spec, ReleaseSpec: id, Release: rs.ReleaseName, Namespace: rs.Namespace, Object: o.Object.String(),
-		ServiceAccount: config.RunsAs(o.Config, rs, o.DefaultServiceAccount), ChartPinned: rs.Chart.Pinned(), ChartVerified: rs.Chart.Verify,
+		ServiceAccount: config.RunsAs(o.Config, rs, o.DefaultServiceAccount), ChartPinned: rs.Chart.Pinned(), ChartVerified: rs.Chart.Verify, ChartPlainHTTP: rs.Chart.PlainHTTP,
 		Policy: o.Defaults.Of(rs)}
 	if rel != nil {
 		step.Revision = rel.Revision

@@ -70,10 +70,14 @@ func TestStepsRunAs(t *testing.T) {
 	p := Decide(observation(func(o *Observation) {
 		o.Config.ReleaseSpecs["a"].Chart.Digest = "sha256:0123"
 		o.Config.ReleaseSpecs["b"].Chart.Verify = true
+		o.Config.ReleaseSpecs["b"].Chart.PlainHTTP = true
 	}))
 	for _, s := range p.Steps {
 		if pinned, verified := s.ChartPinned, s.ChartVerified; pinned != (s.Release == "web-a") || verified != (s.Release == "web-b") {
 			t.Errorf("%s: pinned %v, verified %v", s.Release, pinned, verified)
+		}
+		if s.ChartPlainHTTP != (s.Release == "web-b") {
+			t.Errorf("%s: plainHTTP %v", s.Release, s.ChartPlainHTTP)
 		}
 	}
 }

@@ -52,6 +52,9 @@ type Step struct {
 	// by a digest and has its provenance checked.
 	ChartPinned   bool `json:"chartPinned,omitempty"`
 	ChartVerified bool `json:"chartVerified,omitempty"`
+	// ChartPlainHTTP says that the chart is pulled from its OCI registry
+	// over plain HTTP, without TLS (chart.plainHTTP).
+	ChartPlainHTTP bool `json:"chartPlainHTTP,omitempty"`
 
 	// State is the release's state as classified, with its release spec's
 	// own timeout: what the step was decided from.
