@@ -11,6 +11,7 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/internal/redact"
 )
 
 // SourceValue is what a live read of one valuesFrom entry found. A read
@@ -356,4 +357,48 @@ func sourceSecrets(sources []SourceValue) (values, fromSecrets []map[string]inte
 		}
 	}
 	return values, fromSecrets
+}
+
+// secretsOf is the redactor of Step.Secrets: every Secret source's content
+// as read (sourceSecrets), and the values that rel's current and last
+// deployed values hold where merged's Secret sources set theirs — the
+// previous content of a Secret that changed since, which the release's
+// current manifest may show.
+func secretsOf(rel *format.Release, sources []SourceValue, merged Merged) *redact.Redactor {
+	_, fromSecrets := sourceSecrets(sources)
+	if rel != nil {
+		for path, origin := range merged.origins {
+			if !strings.HasPrefix(origin, config.KindSecret+" ") {
+				continue
+			}
+			for _, values := range []map[string]interface{}{rel.Values, rel.DeployedValues} {
+				if v, ok := valueAt(values, path); ok {
+					fromSecrets = append(fromSecrets, map[string]interface{}{"": v})
+				}
+			}
+		}
+	}
+	return redact.Build(nil, fromSecrets)
+}
+
+// valueAt is the value at path (".a.b", as origins writes it) of values. A
+// key holding a dot cannot be told from two keys: it is tried both ways.
+func valueAt(values map[string]interface{}, path string) (interface{}, bool) {
+	rest := strings.TrimPrefix(path, ".")
+	if v, ok := values[rest]; ok {
+		return v, true
+	}
+	for i := 0; i < len(rest); i++ {
+		if rest[i] != '.' {
+			continue
+		}
+		sub, ok := values[rest[:i]].(map[string]interface{})
+		if !ok {
+			continue
+		}
+		if v, ok := valueAt(sub, rest[i:]); ok {
+			return v, true
+		}
+	}
+	return nil, false
 }
