@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -13,6 +14,7 @@ import (
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/internal/manifestdiff"
+	"github.com/autox-dev/autox/internal/redact"
 	"github.com/autox-dev/autox/triggers"
 	"github.com/autox-dev/autox/triggers/plan"
 )
@@ -81,7 +83,7 @@ func diffSteps(ctx context.Context, rec *triggers.Reconciler, helm *helmops.Mana
 		}
 		for j := range d.Changes {
 			d.Changes[j].Object = s.Secrets.String(d.Changes[j].Object)
-			d.Changes[j].Diff = s.Secrets.String(d.Changes[j].Diff)
+			d.Changes[j].Diff = maskLines(s.Secrets, d.Changes[j].Diff)
 		}
 		if d.Changes == nil {
 			d.Changes = []manifestdiff.Change{}
@@ -89,6 +91,19 @@ func diffSteps(ctx context.Context, rec *triggers.Reconciler, helm *helmops.Mana
 		out[i] = d
 	}
 	return out, failed
+}
+
+// maskLines is text with hide's secrets masked line by line: a secret that
+// ends in a newline (a Secret key's whole content) must not take the
+// diff's line ends with it. A multi-line secret is masked in each of its
+// lines (redact hides those too).
+func maskLines(hide *redact.Redactor, text string) string {
+	lines := strings.SplitAfter(text, "\n")
+	for i, l := range lines {
+		body := strings.TrimSuffix(l, "\n")
+		lines[i] = hide.String(body) + l[len(body):]
+	}
+	return strings.Join(lines, "")
 }
 
 // diffStep compares the release's manifest now with the one step s leaves.

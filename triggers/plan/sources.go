@@ -359,22 +359,30 @@ func sourceSecrets(sources []SourceValue) (values, fromSecrets []map[string]inte
 	return values, fromSecrets
 }
 
-// secretsOf is the redactor of Step.Secrets: every Secret source's content
-// as read (sourceSecrets), and the values that rel's current and last
-// deployed values hold where merged's Secret sources set theirs — the
-// previous content of a Secret that changed since, which the release's
-// current manifest may show.
+// secretsOf is the redactor of Step.Secrets: the values that merged's
+// Secret sources set, and what rel's current and last deployed values hold
+// at those paths — the previous content of a Secret that changed since,
+// which the release's current manifest may show. Values, not a Secret
+// key's raw text: a line of that text ("apiKey: ...") would hide the key's
+// name with its value. Without a merge (a release no release spec wants)
+// it hides whatever the Secret sources read hold (sourceSecrets).
 func secretsOf(rel *format.Release, sources []SourceValue, merged Merged) *redact.Redactor {
-	_, fromSecrets := sourceSecrets(sources)
+	if merged.origins == nil {
+		_, fromSecrets := sourceSecrets(sources)
+		return redact.Build(nil, fromSecrets)
+	}
+	all := []map[string]interface{}{merged.Values}
 	if rel != nil {
-		for path, origin := range merged.origins {
-			if !strings.HasPrefix(origin, config.KindSecret+" ") {
-				continue
-			}
-			for _, values := range []map[string]interface{}{rel.Values, rel.DeployedValues} {
-				if v, ok := valueAt(values, path); ok {
-					fromSecrets = append(fromSecrets, map[string]interface{}{"": v})
-				}
+		all = append(all, rel.Values, rel.DeployedValues)
+	}
+	var fromSecrets []map[string]interface{}
+	for path, origin := range merged.origins {
+		if !strings.HasPrefix(origin, config.KindSecret+" ") {
+			continue
+		}
+		for _, values := range all {
+			if v, ok := valueAt(values, path); ok {
+				fromSecrets = append(fromSecrets, map[string]interface{}{"": v})
 			}
 		}
 	}
