@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		return testenv.RunMainNoLeaks(m, &cluster,
+		return testenv.RunMainAuditedNoLeaks(m, &cluster,
 			// The OCI registry (distribution/v3) starts its notification
 			// broadcaster in NewRegistry and never closes it: Shutdown
 			// stops the HTTP server only, and the broadcaster is unexported.

@@ -25,11 +25,7 @@ func (m *Manager) Upgrade(ctx context.Context, d Target) (int, error) {
 		return 0, fmt.Errorf("cannot upgrade release %s/%s: %w", d.Namespace, d.Name, err)
 	}
 	premise(cfg, d.Namespace, d.Name, d.Current)
-	up := action.NewUpgrade(cfg)
-	up.Namespace = d.Namespace
-	up.Labels = m.releaseLabels(d, d.Revision)
-	up.ResetValues = true
-	up.DisableOpenAPIValidation = skipClientValidation
+	up := m.newUpgrade(cfg, d)
 	var rel *release.Release
 	err = m.untilDone(ctx, func() (err error) {
 		// The newest revision says how it was applied (Helm 4's "auto",
@@ -64,4 +60,16 @@ func (m *Manager) Upgrade(ctx context.Context, d Target) (int, error) {
 		return 0, fmt.Errorf("cannot upgrade release %s/%s: %w", d.Namespace, d.Name, d.Redact.Error(err))
 	}
 	return rel.Version, nil
+}
+
+// newUpgrade returns Helm's upgrade action for d, shared by Upgrade and
+// Render so that what a reviewer's diff shows is what is applied; the
+// caller sets it up for d's policy from the newest revision (upgradeWith).
+func (m *Manager) newUpgrade(cfg *action.Configuration, d Target) *action.Upgrade {
+	up := action.NewUpgrade(cfg)
+	up.Namespace = d.Namespace
+	up.Labels = m.releaseLabels(d, d.Revision)
+	up.ResetValues = true
+	up.DisableOpenAPIValidation = skipClientValidation
+	return up
 }

@@ -93,3 +93,9 @@ func (r *Reconciler) dryRunSelector(ctx context.Context, cfg *config.Config, spe
 	}
 	return steps, errors.Join(errs...)
 }
+
+// Target is the release step s of a dry run makes, with its chart loaded
+// as applying the step would load it (a repository chart fetched now).
+func (r *Reconciler) Target(ctx context.Context, s plan.Step) (helmops.Target, error) {
+	return r.applier.Target(ctx, s)
+}

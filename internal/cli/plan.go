@@ -3,12 +3,14 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/triggers"
+	"github.com/autox-dev/autox/triggers/plan"
 )
 
 func newPlanCommand(version string) *cobra.Command {
@@ -16,6 +18,8 @@ func newPlanCommand(version string) *cobra.Command {
 		cf               clusterFlags
 		path, output     string
 		detailedExitCode bool
+		diff             bool
+		df               diffFlags
 		logLevel         string
 	)
 	cmd := &cobra.Command{
@@ -23,8 +27,13 @@ func newPlanCommand(version string) *cobra.Command {
 		Short: "Show what run would do with this config, changing nothing",
 		Long: `plan reads the cluster and prints one line per release: install, upgrade,
 reinstall, uninstall, rollback, unchanged, conflict or wait, with the reason.
-It uses the same decision code as run. Exit codes: 0 ok, 1 invalid config or
-cluster error, 2 changes pending (only with --detailed-exitcode).`,
+It uses the same decision code as run. With --diff it also shows, for every
+release a step would change, a unified diff per object of the manifest its
+record holds against the one the new config renders (a client-side dry run
+with the cluster's capabilities), Secret data as <redacted> and the values of
+Secret sources masked: a reviewer's diff. Exit codes: 0 ok, 1 invalid config
+or cluster error (or a diff that could not be made), 2 changes pending (only
+with --detailed-exitcode).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd.Flags()); err != nil {
 				return err
@@ -49,15 +58,30 @@ cluster error, 2 changes pending (only with --detailed-exitcode).`,
 			// A record that cannot be read leaves the plan to the
 			// config's namespaces, and makes it incomplete.
 			recorded, recordErr := deps.rememberManaged(cmd.Context(), &cf, state, log)
-			opts := deps.reconciler(state, chartsource.LocalCharts{Keyrings: cf.keyrings(deps.client)}, log)
+			var charts chartsource.ChartSource = chartsource.LocalCharts{Keyrings: cf.keyrings(deps.client)}
+			if diff {
+				if charts, err = df.charts(&cf, deps, log); err != nil {
+					return &exitError{1, err}
+				}
+			}
+			opts := deps.reconciler(state, charts, log)
 			opts.Recorded = recorded
-			steps, planErr := triggers.DryRunAll(cmd.Context(), triggers.NewReconciler(opts), deps.inv)
+			rec := triggers.NewReconciler(opts)
+			steps, planErr := triggers.DryRunAll(cmd.Context(), rec, deps.inv)
 			planErr = errors.Join(recordErr, planErr)
-			if err := printSteps(cmd.OutOrStdout(), output, steps); err != nil {
+			var diffs map[int]*releaseDiff
+			var undiffed int
+			if diff {
+				diffs, undiffed = diffSteps(cmd.Context(), rec, deps.helm, steps)
+			}
+			if err := printPlan(cmd.OutOrStdout(), output, steps, diffs, diff); err != nil {
 				return &exitError{1, err}
 			}
 			if planErr != nil {
 				return &exitError{1, fmt.Errorf("the plan is incomplete: %w", planErr)}
+			}
+			if undiffed > 0 {
+				return &exitError{1, fmt.Errorf("the diff is incomplete: %d release(s) could not be rendered or read (see their diff)", undiffed)}
 			}
 			if detailedExitCode {
 				for _, s := range steps {
@@ -75,5 +99,25 @@ cluster error, 2 changes pending (only with --detailed-exitcode).`,
 	fs.StringVarP(&output, "output", "o", "table", "output format: table or json")
 	fs.BoolVar(&detailedExitCode, "detailed-exitcode", false, "exit 2 when the plan has changes (as terraform plan does)")
 	fs.StringVar(&logLevel, "log-level", "warn", "log level of messages on stderr")
+	fs.BoolVar(&diff, "diff", false, "also show, per release that changes, a unified diff of each object (Secret data redacted, Secret sources' values masked)")
+	df.register(fs)
 	return cmd
+}
+
+// printPlan prints the plan's steps and, with --diff, their diffs.
+func printPlan(w io.Writer, output string, steps []plan.Step, diffs map[int]*releaseDiff, diff bool) error {
+	if !diff {
+		return printSteps(w, output, steps)
+	}
+	if output == "json" {
+		out, err := stepsWithDiffs(steps, diffs)
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, out)
+	}
+	if err := printSteps(w, output, steps); err != nil {
+		return err
+	}
+	return printDiffs(w, steps, diffs)
 }

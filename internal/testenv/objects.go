@@ -53,7 +53,16 @@ func runMain(m *testing.M, cluster **Cluster, audited bool) int {
 // connections to it are gone too; ignore names the goroutines of libraries
 // that cannot be stopped.
 func RunMainNoLeaks(m *testing.M, cluster **Cluster, ignore ...goleak.Option) int {
-	code := RunMain(m, cluster)
+	return noLeaks(RunMain(m, cluster), ignore)
+}
+
+// RunMainAuditedNoLeaks is RunMainNoLeaks with a control plane that keeps
+// an audit log of writes (Cluster.Writes).
+func RunMainAuditedNoLeaks(m *testing.M, cluster **Cluster, ignore ...goleak.Option) int {
+	return noLeaks(RunMainAudited(m, cluster), ignore)
+}
+
+func noLeaks(code int, ignore []goleak.Option) int {
 	if code != 0 {
 		return code
 	}

@@ -118,6 +118,12 @@ func StartCommand(t testing.TB, bin string, args ...string) *Process {
 	return startProcess(t, nil, true, bin, args...)
 }
 
+// StartCommandEnv is StartCommand with extra environment variables (KEY=value).
+func StartCommandEnv(t testing.TB, env []string, bin string, args ...string) *Process {
+	t.Helper()
+	return startProcess(t, env, true, bin, args...)
+}
+
 func startProcess(t testing.TB, env []string, splitStdout bool, bin string, args ...string) *Process {
 	t.Helper()
 	// One pipe for both streams keeps their order, which a race report

@@ -265,6 +265,13 @@ func (a *Applier) install(ctx context.Context, h Helm, p plan.Plan, s plan.Step)
 	}
 }
 
+// Target is the release step s makes, its chart loaded as its operation
+// would load it: what `autox plan --diff` renders. Object is left zero: it
+// only labels the release record, never an object of the manifest.
+func (a *Applier) Target(ctx context.Context, s plan.Step) (helmops.Target, error) {
+	return a.desired(ctx, plan.Plan{}, s)
+}
+
 // desired is the release step s of plan p makes, loading a repository
 // chart first: the decision did not need it.
 func (a *Applier) desired(ctx context.Context, p plan.Plan, s plan.Step) (helmops.Target, error) {

@@ -186,10 +186,12 @@ func stepFor(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObs
 
 	if !state.Wanted() {
 		step.Hide = redactorOf(rs, rel, ro.Sources, nil)
+		step.Secrets = secretsOf(rel, ro.Sources, Merged{})
 	} else {
 		merged, err := MergeValues(rs, ro.Sources, o.Config.Trigger, o.Trigger.Labels)
 		// What the release gets is what its operation may quote.
 		step.Hide = redactorOf(rs, rel, ro.Sources, merged.Values)
+		step.Secrets = secretsOf(rel, ro.Sources, merged)
 		if err != nil {
 			return step, err
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/internal/redact"
 )
 
 // SourceValue is what a live read of one valuesFrom entry found. A read
@@ -356,4 +357,56 @@ func sourceSecrets(sources []SourceValue) (values, fromSecrets []map[string]inte
 		}
 	}
 	return values, fromSecrets
+}
+
+// secretsOf is the redactor of Step.Secrets: the values that merged's
+// Secret sources set, and what rel's current and last deployed values hold
+// at those paths — the previous content of a Secret that changed since,
+// which the release's current manifest may show. Values, not a Secret
+// key's raw text: a line of that text ("apiKey: ...") would hide the key's
+// name with its value. Without a merge (a release no release spec wants)
+// it hides whatever the Secret sources read hold (sourceSecrets).
+func secretsOf(rel *format.Release, sources []SourceValue, merged Merged) *redact.Redactor {
+	if merged.origins == nil {
+		_, fromSecrets := sourceSecrets(sources)
+		return redact.Build(nil, fromSecrets)
+	}
+	all := []map[string]interface{}{merged.Values}
+	if rel != nil {
+		all = append(all, rel.Values, rel.DeployedValues)
+	}
+	var fromSecrets []map[string]interface{}
+	for path, origin := range merged.origins {
+		if !strings.HasPrefix(origin, config.KindSecret+" ") {
+			continue
+		}
+		for _, values := range all {
+			if v, ok := valueAt(values, path); ok {
+				fromSecrets = append(fromSecrets, map[string]interface{}{"": v})
+			}
+		}
+	}
+	return redact.Build(nil, fromSecrets)
+}
+
+// valueAt is the value at path (".a.b", as origins writes it) of values. A
+// key holding a dot cannot be told from two keys: it is tried both ways.
+func valueAt(values map[string]interface{}, path string) (interface{}, bool) {
+	rest := strings.TrimPrefix(path, ".")
+	if v, ok := values[rest]; ok {
+		return v, true
+	}
+	for i := 0; i < len(rest); i++ {
+		if rest[i] != '.' {
+			continue
+		}
+		sub, ok := values[rest[:i]].(map[string]interface{})
+		if !ok {
+			continue
+		}
+		if v, ok := valueAt(sub, rest[i:]); ok {
+			return v, true
+		}
+	}
+	return nil, false
 }

@@ -313,3 +313,30 @@ func TestPlanRedactsWhatTheReleaseGets(t *testing.T) {
 		}
 	}
 }
+
+// TestStepSecretsHidesSecretSourcesOnly: a step's Secrets redactor hides
+// what Secret sources set — their content now, and what the current
+// release holds where they set it (a Secret changed since) — and nothing
+// of the inline values or a ConfigMap's, which a reviewer's diff shows.
+func TestStepSecretsHidesSecretSourcesOnly(t *testing.T) {
+	sources := []SourceValue{secret("creds", "values.yaml", "db:\n  password: new-pass-1\n"),
+		at(secret("tokens", "api", "new-token-1"), "auth.token"), configMap("base", "values.yaml", "replicas: 3\nmode: configured-mode\n")}
+	o := fromSources(true, sources...)
+	o.Current[0].Values = map[string]interface{}{"token": "s3cret-token", "mode": "configured-mode",
+		"db": map[string]interface{}{"password": "old-pass-1"}, "auth": map[string]interface{}{"token": "old-token-1"}}
+	o.Current[0].DeployedValues = map[string]interface{}{"db": map[string]interface{}{"password": "older-pass-0"}}
+	s := Decide(o).Steps[0]
+	if s.Action != ActionUpgrade || s.Secrets == nil {
+		t.Fatalf("step %s %q, Secrets %v", s.Action, s.Reason, s.Secrets)
+	}
+	for _, v := range []string{"new-pass-1", "new-token-1", "old-pass-1", "old-token-1", "older-pass-0"} {
+		if got := s.Secrets.String("value: " + v); got != "value: ***" {
+			t.Errorf("%s from a Secret source not hidden: %q", v, got)
+		}
+	}
+	for _, v := range []string{"s3cret-token", "configured-mode"} {
+		if got := s.Secrets.String("value: " + v); got != "value: "+v {
+			t.Errorf("%s, not from a Secret, hidden: %q", v, got)
+		}
+	}
+}

@@ -74,6 +74,12 @@ type Step struct {
 	// Hide redacts the values of this release (desired, current, last
 	// deployed) from every text its operation produces.
 	Hide *redact.Redactor `json:"-"`
+	// Secrets hides only what comes from the release spec's Secret sources
+	// (valuesFrom Secret): their content as read now, and what the
+	// release's current values hold at the paths they set. `autox plan
+	// --diff` masks it in the manifests it shows, whose other values a
+	// reviewer must see.
+	Secrets *redact.Redactor `json:"-"`
 
 	// What the release policies made of the step (decide.go).
 	//
