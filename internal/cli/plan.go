@@ -8,6 +8,7 @@ import (
 
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/helmops/chartsource"
+	"github.com/autox-dev/autox/internal/shard"
 	"github.com/autox-dev/autox/triggers"
 )
 
@@ -53,7 +54,7 @@ cluster error, 2 changes pending (only with --detailed-exitcode).`,
 			opts.Recorded = recorded
 			steps, planErr := triggers.DryRunAll(cmd.Context(), triggers.NewReconciler(opts), deps.inv)
 			planErr = errors.Join(recordErr, planErr)
-			if err := printSteps(cmd.OutOrStdout(), output, steps); err != nil {
+			if err := printSteps(cmd.OutOrStdout(), output, steps, shard.Count(cf.shards)); err != nil {
 				return &exitError{1, err}
 			}
 			if planErr != nil {
