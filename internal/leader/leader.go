@@ -43,6 +43,9 @@ type Options struct {
 	// gate, for a shard Lease (RunShards), decides whether this process
 	// may take the Lease; nil: always.
 	gate *shareGate
+	// refused, with gate, is called when the gate refuses the Lease: it
+	// ends the campaign, which waits for room before it campaigns again.
+	refused func()
 }
 
 // Lead does one term's work. It must return soon after ctx ends: when the
@@ -116,7 +119,7 @@ func campaign(ctx context.Context, opts Options, id string, log zerolog.Logger, 
 			Client:     opts.Client.CoordinationV1(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 		},
-		term: term, renewDeadline: opts.RenewDeadline, gate: opts.gate,
+		term: term, renewDeadline: opts.RenewDeadline, gate: opts.gate, refused: opts.refused,
 	}
 	defer lock.stopWatchdog()
 	// Runs last: the share goes back once the Lease is released.
@@ -215,6 +218,7 @@ type watchedLock struct {
 	// gate (shard Leases only) lets this process take the Lease; reserved
 	// says it has let it, until the campaign ends.
 	gate     *shareGate
+	refused  func()
 	reserved bool
 }
 
@@ -231,6 +235,9 @@ func (l *watchedLock) acquiring() (undo func(), err error) {
 		return func() {}, nil
 	}
 	if !l.gate.take() {
+		if l.refused != nil {
+			l.refused()
+		}
 		return nil, errFairShare
 	}
 	l.reserved = true

@@ -41,6 +41,7 @@ func RunShards(ctx context.Context, opts Options, n shard.Count, onShard func(in
 		return err
 	}
 	log := opts.Log.With().Str("identity", id).Logger()
+	log.Info().Int("shards", int(n)).Str("leases", opts.Namespace+"/"+ShardLeaseName(opts.Name, 0)+"…").Msg("campaigning for the shard Leases")
 	m := newMembers(opts, id)
 	g := &shareGate{fair: func() int { return n.FairShare(m.Live()) }, ready: m.settled}
 	runCtx, stopAll := context.WithCancel(ctx)
@@ -56,7 +57,7 @@ func RunShards(ctx context.Context, opts Options, n shard.Count, onShard func(in
 	holders := make([]*shardHolder, n)
 	errs := make(chan error, int(n))
 	for i := range holders {
-		h := &shardHolder{index: i}
+		h := &shardHolder{index: i, gate: g, retry: opts.RetryPeriod}
 		holders[i] = h
 		sopts := opts
 		sopts.Name = ShardLeaseName(opts.Name, i)
@@ -130,6 +131,8 @@ func handOver(holders []*shardHolder, fair int, log zerolog.Logger) {
 // operations), which then starts anew and waits for the gate.
 type shardHolder struct {
 	index int
+	gate  *shareGate
+	retry time.Duration
 
 	mu      sync.Mutex
 	leading bool
@@ -150,6 +153,12 @@ func (h *shardHolder) holding() bool {
 	return h.leading && !h.handing
 }
 
+func (h *shardHolder) handedOver() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.handing
+}
+
 func (h *shardHolder) handOver() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -161,10 +170,21 @@ func (h *shardHolder) handOver() {
 
 func (h *shardHolder) campaign(ctx context.Context, opts Options, id string, log zerolog.Logger, lead ShardLead) error {
 	for ctx.Err() == nil {
+		// Campaign only with room for one more shard: a campaign refused
+		// by the gate ends, and waits here for room.
+		if !h.gate.room() {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(h.retry):
+			}
+			continue
+		}
 		cctx, cancel := context.WithCancel(ctx)
 		h.mu.Lock()
 		h.cancel, h.handing = cancel, false
 		h.mu.Unlock()
+		opts.refused = cancel
 		lost, err := campaign(cctx, opts, id, log, func(ctx context.Context, term *Term) error { return lead(ctx, h.index, term) })
 		cancel()
 		if err != nil {
@@ -172,7 +192,7 @@ func (h *shardHolder) campaign(ctx context.Context, opts Options, id string, log
 		}
 		if lost {
 			log.Warn().Msg("lost a shard Lease: this shard term's writes are fenced and its work stopped; campaigning again")
-		} else if ctx.Err() == nil {
+		} else if ctx.Err() == nil && h.handedOver() {
 			log.Info().Msg("handed the shard over: its term ended and its Lease is released")
 		}
 	}
@@ -187,6 +207,13 @@ type shareGate struct {
 
 	mu   sync.Mutex
 	held int
+}
+
+// room reports whether take would reserve a shard now.
+func (g *shareGate) room() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.ready() && g.held < g.fair()
 }
 
 // take reserves a shard; give returns it.
