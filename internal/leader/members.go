@@ -20,6 +20,10 @@ import (
 // label form).
 const LabelReplicaOf = "autox.dev/replica-of"
 
+// annotationShards on a heartbeat Lease is the --shards its replica runs
+// with: a replica takes no shard while a live one runs with another count.
+const annotationShards = "autox.dev/shards"
+
 // staleHeartbeat is how long after its last renewal a heartbeat Lease of a
 // replica that never deleted it (killed) is removed by the others: far past
 // any clock skew, so a live replica's heartbeat is never removed.
@@ -37,11 +41,17 @@ type members struct {
 	id        string
 	duration  time.Duration
 	period    time.Duration
+	shards    string // this replica's --shards
 
 	mu       sync.Mutex
 	observed map[string]observedBeat
 	live     int
 	counted  int // how many times the replicas were counted
+	// foreign names what keeps this replica from taking shards: a live
+	// replica running with another --shards, or a holder of the one
+	// Lease of --shards 1 ("" for nothing). Both would write releases
+	// this replica's shards hold too.
+	foreign string
 }
 
 type observedBeat struct {
@@ -49,8 +59,8 @@ type observedBeat struct {
 	at    time.Time // when this process saw it change
 }
 
-func newMembers(opts Options, id string) *members {
-	return &members{client: opts.Client, namespace: opts.Namespace, base: opts.Name, id: id,
+func newMembers(opts Options, id string, shards int) *members {
+	return &members{client: opts.Client, namespace: opts.Namespace, base: opts.Name, id: id, shards: fmt.Sprint(shards),
 		duration: opts.LeaseDuration, period: opts.RetryPeriod, observed: map[string]observedBeat{}}
 }
 
@@ -84,7 +94,14 @@ func (m *members) Live() int {
 func (m *members) settled() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.counted >= 2
+	return m.counted >= 2 && m.foreign == ""
+}
+
+// blocked is what keeps this replica from taking shards, "" for nothing.
+func (m *members) blocked() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.foreign
 }
 
 // run beats and counts until ctx ends, then deletes this replica's
@@ -118,7 +135,8 @@ func (m *members) beat(ctx context.Context, name string) error {
 	l, err := leases.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.namespace,
-			Labels: map[string]string{LabelReplicaOf: format.ObjectLabel(m.base), "app.kubernetes.io/managed-by": "autox"}},
+			Labels:      map[string]string{LabelReplicaOf: format.ObjectLabel(m.base), "app.kubernetes.io/managed-by": "autox"},
+			Annotations: map[string]string{annotationShards: m.shards}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &m.id, LeaseDurationSeconds: &seconds, RenewTime: &now}}
 		_, err = leases.Create(ctx, l, metav1.CreateOptions{FieldManager: "autox"})
 		if err != nil {
@@ -130,6 +148,10 @@ func (m *members) beat(ctx context.Context, name string) error {
 		return fmt.Errorf("cannot read the heartbeat Lease %s/%s: %w", m.namespace, name, err)
 	}
 	l.Spec.RenewTime, l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &now, &m.id, &seconds
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[annotationShards] = m.shards
 	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: "autox"}); err != nil {
 		return fmt.Errorf("cannot renew the heartbeat Lease %s/%s: %w", m.namespace, name, err)
 	}
@@ -142,10 +164,28 @@ func (m *members) count(ctx context.Context, own string) error {
 	if err != nil {
 		return fmt.Errorf("cannot list the heartbeat Leases of the replicas in %s: %w", m.namespace, err)
 	}
+	// The one Lease of --shards 1: its holder writes every release.
+	single, err := leases.Get(ctx, m.base, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("cannot read the Lease %s/%s of a single leader: %w", m.namespace, m.base, err)
+	}
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	seen := map[string]observedBeat{}
+	foreign := ""
+	if err == nil && single.Spec.HolderIdentity != nil && *single.Spec.HolderIdentity != "" && single.Spec.RenewTime != nil {
+		// Timed like a heartbeat, by when this process saw it renewed.
+		key := "single/" + single.Name
+		o, ok := m.observed[key]
+		if !ok || !o.renew.Equal(single.Spec.RenewTime.Time) {
+			o = observedBeat{renew: single.Spec.RenewTime.Time, at: now}
+		}
+		seen[key] = o
+		if now.Sub(o.at) <= m.duration {
+			foreign = fmt.Sprintf("Lease %s/%s is held by %s (a replica running without shards)", m.namespace, m.base, *single.Spec.HolderIdentity)
+		}
+	}
 	live := 1 // this replica
 	for _, l := range list.Items {
 		if l.Name == own || l.Spec.RenewTime == nil {
@@ -159,13 +199,16 @@ func (m *members) count(ctx context.Context, own string) error {
 		seen[l.Name] = o
 		if now.Sub(o.at) <= m.duration {
 			live++
+			if other := l.Annotations[annotationShards]; other != m.shards && foreign == "" {
+				foreign = fmt.Sprintf("replica %s runs with --shards %s", l.Name, other)
+			}
 		}
 		if now.Sub(renew) > staleHeartbeat {
 			rv := l.ResourceVersion
 			_ = leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
 		}
 	}
-	m.observed, m.live = seen, live
+	m.observed, m.live, m.foreign = seen, live, foreign
 	m.counted++
 	return nil
 }

@@ -26,7 +26,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		leading: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "autox_leader", Help: "1 while this process leads (is the one that writes).",
+			Name: "autox_leader", Help: "1 while this process leads (is the one that writes); with --shards above 1, while it holds at least one shard.",
 		}),
 		fenced: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "autox_fenced_writes_total", Help: "Writes refused because the leadership term that started them had ended.",

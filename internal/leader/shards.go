@@ -42,7 +42,7 @@ func RunShards(ctx context.Context, opts Options, n shard.Count, onShard func(in
 	}
 	log := opts.Log.With().Str("identity", id).Logger()
 	log.Info().Int("shards", int(n)).Str("leases", opts.Namespace+"/"+ShardLeaseName(opts.Name, 0)+"…").Msg("campaigning for the shard Leases")
-	m := newMembers(opts, id)
+	m := newMembers(opts, id, int(n))
 	g := &shareGate{fair: func() int { return n.FairShare(m.Live()) }, ready: m.settled}
 	runCtx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
@@ -54,6 +54,9 @@ func RunShards(ctx context.Context, opts Options, n shard.Count, onShard func(in
 		m.run(membersCtx, func(err error) { log.Warn().Err(err).Msg("replica heartbeat") })
 	}()
 
+	// autox_leader is 1 while this replica holds a shard at all.
+	var heldMu sync.Mutex
+	heldNow := 0
 	holders := make([]*shardHolder, n)
 	errs := make(chan error, int(n))
 	for i := range holders {
@@ -65,6 +68,14 @@ func RunShards(ctx context.Context, opts Options, n shard.Count, onShard func(in
 		sopts.Metrics = opts.Metrics.forShard(i)
 		sopts.OnLeading = func(leading bool) {
 			h.setLeading(leading)
+			heldMu.Lock()
+			if leading {
+				heldNow++
+			} else {
+				heldNow--
+			}
+			opts.Metrics.setLeading(heldNow > 0)
+			heldMu.Unlock()
 			if onShard != nil {
 				onShard(i, leading)
 			}
@@ -79,6 +90,7 @@ func RunShards(ctx context.Context, opts Options, n shard.Count, onShard func(in
 			}
 		}()
 	}
+	blockedBefore := ""
 	// Surplus shards are handed over while the process runs.
 	ticker := time.NewTicker(opts.RetryPeriod)
 	defer ticker.Stop()
@@ -89,6 +101,13 @@ loop:
 			break loop
 		case <-ticker.C:
 			opts.Metrics.setShares(m.Live(), g.fair())
+			if why := m.blocked(); why != blockedBefore {
+				if why != "" {
+					log.Warn().Str("reason", why).Msg("taking no shard while another writer may hold its releases: " +
+						"stop every replica before changing --shards")
+				}
+				blockedBefore = why
+			}
 			handOver(holders, g.fair(), log)
 		}
 	}

@@ -155,3 +155,40 @@ func TestFairShareGate(t *testing.T) {
 		t.Fatal("no room with 1 of 2 held")
 	}
 }
+
+// A replica started with another --shards takes no shard while a replica of
+// the old count lives (both would write the same releases), nor while a
+// replica without shards holds the one Lease; it takes them once those are
+// gone.
+func TestShardCountChangeWaitsForTheOldWriters(t *testing.T) {
+	ns := cluster.Namespace(t)
+	opts := options(ns)
+	single := &terms{hold: make(chan struct{}), started1: make(chan struct{})}
+	close(single.hold)
+	ctx, cancel := context.WithCancel(context.Background())
+	singleDone := make(chan error, 1)
+	go func() { singleDone <- Run(ctx, opts, single.lead) }()
+	testenv.Eventually(t, patience, "the single leader leading", func() (bool, error) { return single.n() == 1, nil })
+
+	terms := newShardTerms(t)
+	stopNew := runShards(t, opts, 3, terms.lead("new"))
+	defer stopNew()
+	// Several of its retry periods: it takes nothing.
+	time.Sleep(4 * opts.LeaseDuration)
+	if h := terms.held(); h["new"] != 0 {
+		t.Fatalf("a sharded replica took %d shards while a single leader led", h["new"])
+	}
+	cancel()
+	if err := <-singleDone; err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, patience, "the sharded replica holding every shard", func() (bool, error) { return terms.held()["new"] == 3, nil })
+
+	other := newShardTerms(t)
+	stopOther := runShards(t, opts, 5, other.lead("other"))
+	time.Sleep(4 * opts.LeaseDuration)
+	if h := other.held(); h["other"] != 0 {
+		t.Errorf("a replica with --shards 5 took %d shards while one with --shards 3 lived", h["other"])
+	}
+	stopOther()
+}
