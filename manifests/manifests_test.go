@@ -6,6 +6,7 @@ package manifests_test
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -327,5 +328,52 @@ func apply(t *testing.T, o *unstructured.Unstructured) {
 	}
 	if _, err := dyn.Resource(mapping.Resource).Namespace(o.GetNamespace()).Apply(context.Background(), o.GetName(), o, metav1.ApplyOptions{FieldManager: "autox-test"}); err != nil {
 		t.Fatalf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
+	}
+}
+
+// TestShardedOverlay: the sharded overlay is valid Kubernetes (server-side
+// dry run), runs 3 replicas with --shards 12, keeps one of them through a
+// voluntary disruption with a PodDisruptionBudget selecting its pods, and
+// lets autox list and delete Leases (the heartbeats of the replicas).
+func TestShardedOverlay(t *testing.T) {
+	objs := render(t, "overlays/sharded")
+	dryRun(t, objs)
+	kinds := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		kinds[o.GetKind()] = o
+	}
+	d, pdb, role := kinds["Deployment"], kinds["PodDisruptionBudget"], kinds["Role"]
+	if d == nil || pdb == nil || role == nil {
+		t.Fatalf("the overlay renders no Deployment, PodDisruptionBudget or Role: %v", kinds)
+	}
+	checkDeployment(t, d, kinds["ConfigMap"])
+	checkConfig(t, kinds["ConfigMap"])
+	if n, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas"); n != 3 {
+		t.Errorf("replicas %d, want 3", n)
+	}
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]interface{}), "args")
+	if !slices.Contains(args, "--shards=12") {
+		t.Errorf("args %v lack --shards=12", args)
+	}
+	podLabels, _, _ := unstructured.NestedStringMap(d.Object, "spec", "template", "metadata", "labels")
+	sel, _, _ := unstructured.NestedStringMap(pdb.Object, "spec", "selector", "matchLabels")
+	if len(sel) == 0 {
+		t.Error("the PodDisruptionBudget selects nothing")
+	}
+	for k, v := range sel {
+		if podLabels[k] != v {
+			t.Errorf("the PodDisruptionBudget selects %s=%s, which the pods lack (%v)", k, v, podLabels)
+		}
+	}
+	if n, _, _ := unstructured.NestedInt64(pdb.Object, "spec", "maxUnavailable"); n != 1 {
+		t.Errorf("maxUnavailable %d, want 1", n)
+	}
+	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+	verbs, _, _ := unstructured.NestedStringSlice(rules[0].(map[string]interface{}), "verbs")
+	for _, v := range []string{"get", "list", "create", "update", "delete"} {
+		if !slices.Contains(verbs, v) {
+			t.Errorf("the Lease rule lacks %s: %v", v, verbs)
+		}
 	}
 }

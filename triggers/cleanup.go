@@ -32,6 +32,9 @@ func (c *Controller) cleanupOnStart(ctx, workCtx context.Context) {
 				if ctx.Err() != nil {
 					return // stopping: start nothing new
 				}
+				if !c.opts.Shard.OwnsKey(c.Config(), name) {
+					continue
+				}
 				// The workers are not running yet, so no other reconcile of
 				// this spec can overlap; an error here is retried with backoff.
 				follow, err := c.rec.Reconcile(workCtx, name)

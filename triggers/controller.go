@@ -57,6 +57,11 @@ type Options struct {
 	RequestCount func() int64
 	Log          zerolog.Logger
 
+	// Shard, if set, is the one shard this controller works for
+	// (--shards above 1): it reconciles only that shard's keys, and its
+	// Reconciler must read releases through ShardReleases of the same.
+	Shard *Shard
+
 	// ValuesCoalesce is how long an event of a values source waits before
 	// its keys are reconciled, so that sources changed together make one
 	// upgrade (--values-coalesce; default 2s).
@@ -284,6 +289,11 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	defer c.queue.Done(name)
 	if c.stopping.Load() {
 		return true // stopping: drain without starting anything
+	}
+	if !c.opts.Shard.OwnsKey(c.Config(), name) {
+		// Another shard's: its holder reconciles it.
+		c.pass.done(name)
+		return true
 	}
 	c.inFlight.Store(name, time.Now())
 	follow, err := c.rec.Reconcile(ctx, name)

@@ -94,6 +94,7 @@ func (c *Controller) survey(ctx context.Context, cfg *config.Config, gcNamespace
 		c.opts.Log.Error().Err(err).Msg("cannot list autox release records of some namespaces; their specs get a full reconcile")
 	}
 	s.Records = recs
+	c.countShardReleases(recs)
 	c.state.Collected(plan.EmptyNamespaces(cfg, gcNamespaces, s.Unread, recs), safeSince)
 	s.Listed = observe.Listings(cfg, obs.ListTriggers(ctx, cfg))
 	if ctx.Err() != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/internal/apistatus"
 	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/internal/shard"
 	"github.com/autox-dev/autox/triggers"
 	"github.com/autox-dev/autox/triggers/attempts"
 	"github.com/autox-dev/autox/triggers/observe"
@@ -54,6 +55,8 @@ type clusterFlags struct {
 	// leaderElectionNamespace holds the Lease and the record of the
 	// namespaces the instance manages, which plan and list read too.
 	leaderElectionNamespace string
+	// shards is --shards: how many shards the work is split into.
+	shards int
 }
 
 func (c *clusterFlags) register(fs *pflag.FlagSet) {
@@ -70,6 +73,7 @@ func (c *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.Int64Var(&c.recordPageSize, "record-list-page-size", 500, "objects per page of the LISTs of every release record of a namespace (the record index's, at start and when its watch is lost, and their live fallback); 0: one response (see BENCHMARKS.md)")
 	fs.StringVar(&c.leaderElectionNamespace, "leader-election-namespace", defaultLeaseNamespace(),
 		"namespace of the leader election Lease and of the ConfigMap "+triggers.ManagedSetName("<instance>")+" that records the namespaces the instance has managed")
+	fs.IntVar(&c.shards, "shards", 1, "how many shards the specs and selector objects are split into, each held by one replica through its own Lease; 1: one leader does everything (see the README on choosing it)")
 }
 
 // clusterDeps are the clients built from clusterFlags.
@@ -117,6 +121,9 @@ func (c *clusterFlags) check() error {
 	}
 	if c.listPageSize < 0 {
 		return fmt.Errorf("invalid --list-page-size %d: must be 0 (one response) or a page size", c.listPageSize)
+	}
+	if err := shard.Count(c.shards).Check(); err != nil {
+		return err
 	}
 	if c.recordPageSize < 0 {
 		return fmt.Errorf("invalid --record-list-page-size %d: must be 0 (one response) or a page size", c.recordPageSize)

@@ -11,6 +11,7 @@ import (
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/internal/shard"
 	"github.com/autox-dev/autox/triggers"
 	"github.com/autox-dev/autox/triggers/plan"
 )
@@ -40,6 +41,9 @@ type listedRelease struct {
 	ChartPinned    bool   `json:"chartPinned,omitempty"`
 	ChartVerified  bool   `json:"chartVerified,omitempty"`
 	ChartPlainHTTP bool   `json:"chartPlainHTTP,omitempty"`
+	// Shard is the shard the release is in (from its labels), with
+	// --shards > 1 only.
+	Shard *int `json:"shard,omitempty"`
 }
 
 func newListCommand(version string) *cobra.Command {
@@ -90,7 +94,7 @@ func newListCommand(version string) *cobra.Command {
 			}
 			// Some namespaces or releases could not be read: list the
 			// others, then fail.
-			if perr := printRows(cmd.OutOrStdout(), output, listRows(cfg, deps.helm.Instance(), rels, orphans, cf.defaultServiceAccount)); perr != nil {
+			if perr := printRows(cmd.OutOrStdout(), output, withShards(shard.Count(cf.shards), listRows(cfg, deps.helm.Instance(), rels, orphans, cf.defaultServiceAccount), rels)); perr != nil {
 				return &exitError{1, perr}
 			}
 			if err = errors.Join(recordErr, err); err != nil {
@@ -106,6 +110,23 @@ func newListCommand(version string) *cobra.Command {
 	fs.StringVarP(&namespace, "namespace", "n", "", "only this namespace (one of the config's, or one recorded as managed)")
 	fs.BoolVar(&orphans, "orphans", false, "only releases the config no longer wants")
 	return cmd
+}
+
+// withShards sets the shard of every row with --shards > 1; rows and rels
+// are in the same order, a row per release, unless only orphans are shown.
+func withShards(n shard.Count, rows []listedRelease, rels []*format.Release) []listedRelease {
+	if !n.Sharded() {
+		return rows
+	}
+	byName := make(map[string]int, len(rels))
+	for _, r := range rels {
+		byName[r.Namespace+"/"+r.Name] = n.OfRecord(r.Record)
+	}
+	for i := range rows {
+		s := byName[rows[i].Namespace+"/"+rows[i].Release]
+		rows[i].Shard = &s
+	}
+	return rows
 }
 
 // listRows are the rows of rels; a release is an orphan when the config

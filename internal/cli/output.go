@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/internal/shard"
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
@@ -44,15 +45,30 @@ func writeJSON(w io.Writer, v interface{}) error {
 }
 
 // printSteps prints the plan: a table, or with -o json an array (never null).
-func printSteps(w io.Writer, output string, steps []plan.Step) error {
+// With --shards > 1 every step says its shard (a SHARD column, a shard field).
+func printSteps(w io.Writer, output string, steps []plan.Step, shards shard.Count) error {
 	if output == "json" {
 		if steps == nil {
 			steps = []plan.Step{}
 		}
+		if shards.Sharded() {
+			out, err := stepsWithShard(shards, steps)
+			if err != nil {
+				return err
+			}
+			return writeJSON(w, out)
+		}
 		return writeJSON(w, steps)
 	}
-	tw := newTable(w, "ACTION\tSPEC\tRELEASE SPEC\tOBJECT\tRELEASE\tNAMESPACE\tRUNS AS\tCHART TRUST\tREASON")
+	header := "ACTION\tSPEC\tRELEASE SPEC\tOBJECT\tRELEASE\tNAMESPACE\tRUNS AS\tCHART TRUST\tREASON"
+	if shards.Sharded() {
+		header = "SHARD\t" + header
+	}
+	tw := newTable(w, header)
 	for _, s := range steps {
+		if shards.Sharded() {
+			fmt.Fprintf(tw, "%d\t", stepShard(shards, s))
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Action, s.Spec, s.ReleaseSpec, orDash(s.Object), s.Release, s.Namespace,
 			runsAs(s.ServiceAccount), chartTrust(s.ChartPinned, s.ChartVerified, s.ChartPlainHTTP), s.Reason)
 	}
@@ -64,8 +80,16 @@ func printRows(w io.Writer, output string, rows []listedRelease) error {
 	if output == "json" {
 		return writeJSON(w, rows)
 	}
-	tw := newTable(w, "NAMESPACE\tRELEASE\tSPEC\tRELEASE SPEC\tOBJECT\tCHART\tVERSION\tREVISION\tSTATUS\tUPDATED\tORPHAN\tRUNS AS\tCHART TRUST\tSUSPENDED")
+	header := "NAMESPACE\tRELEASE\tSPEC\tRELEASE SPEC\tOBJECT\tCHART\tVERSION\tREVISION\tSTATUS\tUPDATED\tORPHAN\tRUNS AS\tCHART TRUST\tSUSPENDED"
+	sharded := len(rows) > 0 && rows[0].Shard != nil
+	if sharded {
+		header = "SHARD\t" + header
+	}
+	tw := newTable(w, header)
 	for _, r := range rows {
+		if sharded {
+			fmt.Fprintf(tw, "%d\t", *r.Shard)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%v\t%s\t%s\t%s\n", r.Namespace, r.Release, r.Spec, r.ReleaseSpec, orDash(r.Object),
 			r.Chart, r.ChartVersion, r.Revision, r.Status, r.Updated.Format(time.RFC3339), r.Orphan,
 			runsAs(r.ServiceAccount), chartTrust(r.ChartPinned, r.ChartVerified, r.ChartPlainHTTP), orDash(r.Suspended))

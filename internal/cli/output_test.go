@@ -20,7 +20,7 @@ func TestPlanShowsHeldSteps(t *testing.T) {
 		Reason: "spec suspended; otherwise: upgrade (values changed: .greeting)",
 		Policy: config.PolicyDefaults{}.Of(&config.ReleaseSpec{Wait: true, Timeout: "90s"})}}
 	var table bytes.Buffer
-	if err := printSteps(&table, "table", steps); err != nil {
+	if err := printSteps(&table, "table", steps, 1); err != nil {
 		t.Fatal(err)
 	}
 	line := strings.Fields(strings.Split(table.String(), "\n")[1])
@@ -28,7 +28,7 @@ func TestPlanShowsHeldSteps(t *testing.T) {
 		t.Errorf("plan table:\n%s", table.String())
 	}
 	var out bytes.Buffer
-	got := jsonRows(t, &out, printSteps(&out, "json", steps))
+	got := jsonRows(t, &out, printSteps(&out, "json", steps, 1))
 	policies, _ := got[0]["policies"].(map[string]interface{})
 	if got[0]["action"] != "suspended" || got[0]["pending"] != "upgrade" || got[0]["suspended"] != "spec" ||
 		policies["wait"] != true || policies["timeout"] != "90s" {
@@ -96,14 +96,14 @@ func TestPlanShowsPlainHTTP(t *testing.T) {
 	steps := []plan.Step{{Action: plan.ActionInstall, Spec: "web", ReleaseSpec: "hello", Release: "web-hello", Namespace: "apps",
 		Reason: "no release", ChartPinned: true, ChartPlainHTTP: true}}
 	var table bytes.Buffer
-	if err := printSteps(&table, "table", steps); err != nil {
+	if err := printSteps(&table, "table", steps, 1); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(table.String(), " pinned,plain-http ") {
 		t.Errorf("plan table:\n%s", table.String())
 	}
 	var out bytes.Buffer
-	if got := jsonRows(t, &out, printSteps(&out, "json", steps)); got[0]["chartPlainHTTP"] != true {
+	if got := jsonRows(t, &out, printSteps(&out, "json", steps, 1)); got[0]["chartPlainHTTP"] != true {
 		t.Errorf("plan -o json: %s", out.String())
 	}
 	if got := chartTrust(false, false, true); got != "plain-http" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/helmops/chartsource"
+	"github.com/autox-dev/autox/internal/shard"
 	"github.com/autox-dev/autox/triggers"
 	"github.com/autox-dev/autox/triggers/plan"
 )
@@ -74,7 +75,7 @@ with --detailed-exitcode).`,
 			if diff {
 				diffs, undiffed = diffSteps(cmd.Context(), rec, deps.helm, steps)
 			}
-			if err := printPlan(cmd.OutOrStdout(), output, steps, diffs, diff); err != nil {
+			if err := printPlan(cmd.OutOrStdout(), output, steps, diffs, diff, shard.Count(cf.shards)); err != nil {
 				return &exitError{1, err}
 			}
 			if planErr != nil {
@@ -105,18 +106,18 @@ with --detailed-exitcode).`,
 }
 
 // printPlan prints the plan's steps and, with --diff, their diffs.
-func printPlan(w io.Writer, output string, steps []plan.Step, diffs map[int]*releaseDiff, diff bool) error {
+func printPlan(w io.Writer, output string, steps []plan.Step, diffs map[int]*releaseDiff, diff bool, shards shard.Count) error {
 	if !diff {
-		return printSteps(w, output, steps)
+		return printSteps(w, output, steps, shards)
 	}
 	if output == "json" {
-		out, err := stepsWithDiffs(steps, diffs)
+		out, err := stepsWithDiffs(steps, diffs, shards)
 		if err != nil {
 			return err
 		}
 		return writeJSON(w, out)
 	}
-	if err := printSteps(w, output, steps); err != nil {
+	if err := printSteps(w, output, steps, shards); err != nil {
 		return err
 	}
 	return printDiffs(w, steps, diffs)

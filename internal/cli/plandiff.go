@@ -15,6 +15,7 @@ import (
 	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/internal/manifestdiff"
 	"github.com/autox-dev/autox/internal/redact"
+	"github.com/autox-dev/autox/internal/shard"
 	"github.com/autox-dev/autox/triggers"
 	"github.com/autox-dev/autox/triggers/plan"
 )
@@ -167,12 +168,15 @@ func summary(d *releaseDiff) string {
 // stepsWithDiffs is the plan as -o json prints it with --diff: each step
 // as without (its fields in the same order), and a "diff" on those that
 // change a release's objects.
-func stepsWithDiffs(steps []plan.Step, diffs map[int]*releaseDiff) ([]json.RawMessage, error) {
+func stepsWithDiffs(steps []plan.Step, diffs map[int]*releaseDiff, shards shard.Count) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, 0, len(steps))
 	for i, s := range steps {
 		b, err := json.Marshal(s)
 		if err != nil {
 			return nil, err
+		}
+		if shards.Sharded() {
+			b = append(append(b[:len(b)-1:len(b)-1], fmt.Sprintf(`,"shard":%d`, stepShard(shards, s))...), '}')
 		}
 		if d := diffs[i]; d != nil {
 			db, err := json.Marshal(d)

@@ -24,7 +24,7 @@ func TestMaskLines(t *testing.T) {
 // without it and adds "diff" only to the steps that have one.
 func TestStepsWithDiffs(t *testing.T) {
 	steps := []plan.Step{{Action: plan.ActionUpgrade, Spec: "s", Release: "r"}, {Action: plan.ActionNone, Spec: "s", Release: "q"}}
-	out, err := stepsWithDiffs(steps, map[int]*releaseDiff{0: {Changes: []manifestdiff.Change{{Object: "v1 ConfigMap r", Change: "changed", Diff: "-a\n+b\n"}}}})
+	out, err := stepsWithDiffs(steps, map[int]*releaseDiff{0: {Changes: []manifestdiff.Change{{Object: "v1 ConfigMap r", Change: "changed", Diff: "-a\n+b\n"}}}}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

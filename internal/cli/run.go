@@ -26,6 +26,7 @@ import (
 	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/internal/eventsink"
 	"github.com/autox-dev/autox/internal/leader"
+	"github.com/autox-dev/autox/internal/shard"
 	"github.com/autox-dev/autox/triggers"
 	"github.com/autox-dev/autox/watch"
 )
@@ -120,7 +121,7 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 	if err != nil {
 		return configError(cmd, f.config, err)
 	}
-	r := &runner{f: f, version: version, log: log, live: &liveController{state: triggers.NewConfigState(initial.Config), log: log},
+	r := &runner{f: f, version: version, log: log, live: &liveController{state: triggers.NewConfigState(initial.Config), log: log, sharded: f.shards > 1},
 		// Failing specs keep their backoff from one leadership term to the next.
 		backoff: triggers.NewBackoff(0, 0)}
 	if err := r.registerMetrics(); err != nil {
@@ -181,6 +182,9 @@ func (f *runFlags) check() error {
 	}
 	if f.leaderElectID == "" {
 		f.leaderElectID = f.instance
+	}
+	if f.shards > 1 && !f.leaderElect {
+		return errors.New("--shards above 1 needs --leader-elect: each shard is held through its own Lease")
 	}
 	return nil
 }
@@ -288,7 +292,12 @@ func (r *runner) serve(w *watch.Watcher) (shutdown func(), err error) {
 	}
 	srv, err := serveHTTP(r.f.httpAddr, r.metrics.registry, probes{
 		// A standby is ready: it holds a valid config and takes over on its own.
+		// With shards, a replica is ready as soon as it runs, holding
+		// shards or not: the shards move between replicas on their own.
 		ready: func() error {
+			if r.live.sharded {
+				return nil
+			}
 			if c := r.live.current(); r.leading.Load() && (c == nil || !c.Ready()) {
 				return errors.New("start-up cleanup has not finished or informers have not synced")
 			}
@@ -297,7 +306,7 @@ func (r *runner) serve(w *watch.Watcher) (shutdown func(), err error) {
 		// Only stuck loops fail liveness: a bad config or chart never does.
 		healthy: func() error {
 			now := time.Now()
-			if c := r.live.current(); c != nil {
+			for _, c := range r.live.all() {
 				if err := c.Stuck(now); err != nil {
 					return err
 				}
@@ -322,6 +331,9 @@ func (r *runner) elect(ctx context.Context, leaseClient kubernetes.Interface) er
 		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
 		OnLeading: r.leading.Store, Metrics: r.metrics.leader, Log: r.log,
 	}
+	if n := shard.Count(f.shards); n.Sharded() {
+		return leader.RunShards(ctx, opts, n, nil, r.leadShard)
+	}
 	if f.leaderElect {
 		return leader.Run(ctx, opts, r.lead)
 	}
@@ -332,7 +344,26 @@ func (r *runner) elect(ctx context.Context, leaseClient kubernetes.Interface) er
 // term's fenced clients, so nothing it started can write after the term
 // has ended.
 func (r *runner) lead(ctx context.Context, term *leader.Term) error {
+	return r.leadFor(ctx, nil, term)
+}
+
+// leadShard runs one term of one shard: a controller that reconciles only
+// the shard's keys and sees only its releases, writing through the shard
+// term's fence.
+func (r *runner) leadShard(ctx context.Context, index int, term *leader.Term) error {
+	n := shard.Count(r.f.shards)
+	defer r.metrics.leader.ShardReleased(index)
+	return r.leadFor(ctx, &triggers.Shard{Count: n, Index: index,
+		Releases: func(k int) { r.metrics.leader.SetShardReleases(index, k) }}, term)
+}
+
+// leadFor runs one term: of everything (sh nil) or of one shard.
+func (r *runner) leadFor(ctx context.Context, sh *triggers.Shard, term *leader.Term) error {
 	f := r.f
+	key := 0
+	if sh != nil {
+		key = sh.Index
+	}
 	deps, err := f.clusterFlags.clients(term.RESTConfig(r.base), r.log)
 	if err != nil {
 		return err
@@ -358,21 +389,26 @@ func (r *runner) lead(ctx context.Context, term *leader.Term) error {
 	// The term's reads of release records go through an index of their
 	// metadata, fed by the term's own watch (started and stopped by Run).
 	records := deps.helm.NewRecordIndex()
-	ctrl := r.live.attach(func(state *triggers.ConfigState) *triggers.Controller {
+	ctrl := r.live.attach(key, func(state *triggers.ConfigState) *triggers.Controller {
 		// The record of managed namespaces is written through the
 		// term's fence too, with or without leader election.
 		managed := triggers.NewManagedSet(triggers.ManagedSetOptions{Client: deps.client.CoreV1(),
 			Namespace: f.leaderElectionNamespace, Instance: f.instance, State: state, Log: r.log})
-		opts := deps.reconciler(state, r.charts, r.log)
+		log := r.log
+		if sh != nil {
+			log = log.With().Int("shard", sh.Index).Logger()
+		}
+		opts := deps.reconciler(state, r.charts, log)
+		opts.Helm = triggers.ShardReleases(opts.Helm, sh)
 		opts.Metrics, opts.Managed = r.metrics.loop, managed
 		opts.Events = events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"})
 		return triggers.NewController(triggers.Options{
 			Reconciler: triggers.NewReconciler(opts), Inventory: deps.inv, Metadata: deps.meta, Records: records, Workers: f.workers,
-			Resync: f.resync, ShutdownTimeout: f.shutdownTimeout, Metrics: r.metrics.loop, RequestCount: apiRequests.Load, Log: r.log,
-			Backoff: r.backoff, Fenced: term.Done(), ValuesCoalesce: f.valuesCoalesce,
+			Resync: f.resync, ShutdownTimeout: f.shutdownTimeout, Metrics: r.metrics.loop, RequestCount: apiRequests.Load, Log: log,
+			Backoff: r.backoff, Fenced: term.Done(), ValuesCoalesce: f.valuesCoalesce, Shard: sh,
 		})
 	})
-	defer r.live.detach()
+	defer r.live.detach(key)
 	// Catch up with a file changed since the last check.
 	r.reloader.Check(ctx)
 	return ctrl.Run(ctx)

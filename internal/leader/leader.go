@@ -39,6 +39,13 @@ type Options struct {
 	// Metrics (optional) shows leadership and counts refused writes.
 	Metrics *Metrics
 	Log     zerolog.Logger
+
+	// gate, for a shard Lease (RunShards), decides whether this process
+	// may take the Lease; nil: always.
+	gate *shareGate
+	// refused, with gate, is called when the gate refuses the Lease: it
+	// ends the campaign, which waits for room before it campaigns again.
+	refused func()
 }
 
 // Lead does one term's work. It must return soon after ctx ends: when the
@@ -59,21 +66,9 @@ func RunAlone(ctx context.Context, opts Options, lead Lead) error {
 // Run campaigns for the Lease until ctx ends, and runs lead for every term
 // this process wins. It returns nil after a stop, or lead's error.
 func Run(ctx context.Context, opts Options, lead Lead) error {
-	if opts.LeaseDuration <= 0 {
-		opts.LeaseDuration = 15 * time.Second
-	}
-	if opts.RenewDeadline <= 0 {
-		opts.RenewDeadline = 10 * time.Second
-	}
-	if opts.RetryPeriod <= 0 {
-		opts.RetryPeriod = 2 * time.Second
-	}
-	// The Lease stores whole seconds: a standby waits that long after the
-	// last renewal it saw, and this process fences RenewDeadline after its
-	// last renewal. The difference is the margin that keeps the two apart.
-	if leaseSeconds := opts.LeaseDuration.Truncate(time.Second); leaseSeconds-opts.RenewDeadline < time.Second {
-		return fmt.Errorf("the leader election lease duration (%s, stored as %s) must exceed the renew deadline (%s) by at least 1s",
-			opts.LeaseDuration, leaseSeconds, opts.RenewDeadline)
+	opts.setDefaults()
+	if err := opts.checkTiming(); err != nil {
+		return err
 	}
 	id, err := identity()
 	if err != nil {
@@ -90,6 +85,29 @@ func Run(ctx context.Context, opts Options, lead Lead) error {
 	return nil
 }
 
+func (o *Options) setDefaults() {
+	if o.LeaseDuration <= 0 {
+		o.LeaseDuration = 15 * time.Second
+	}
+	if o.RenewDeadline <= 0 {
+		o.RenewDeadline = 10 * time.Second
+	}
+	if o.RetryPeriod <= 0 {
+		o.RetryPeriod = 2 * time.Second
+	}
+}
+
+// checkTiming: the Lease stores whole seconds: a standby waits that long
+// after the last renewal it saw, and this process fences RenewDeadline after
+// its last renewal. The difference is the margin that keeps the two apart.
+func (o *Options) checkTiming() error {
+	if leaseSeconds := o.LeaseDuration.Truncate(time.Second); leaseSeconds-o.RenewDeadline < time.Second {
+		return fmt.Errorf("the leader election lease duration (%s, stored as %s) must exceed the renew deadline (%s) by at least 1s",
+			o.LeaseDuration, leaseSeconds, o.RenewDeadline)
+	}
+	return nil
+}
+
 // campaign runs one election: it waits to lead, runs one term, and leaves
 // the election. lost reports a term that ended without a stop.
 func campaign(ctx context.Context, opts Options, id string, log zerolog.Logger, lead Lead) (lost bool, err error) {
@@ -101,9 +119,11 @@ func campaign(ctx context.Context, opts Options, id string, log zerolog.Logger, 
 			Client:     opts.Client.CoordinationV1(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 		},
-		term: term, renewDeadline: opts.RenewDeadline,
+		term: term, renewDeadline: opts.RenewDeadline, gate: opts.gate, refused: opts.refused,
 	}
 	defer lock.stopWatchdog()
+	// Runs last: the share goes back once the Lease is released.
+	defer lock.giveBack()
 	leading := make(chan context.Context, 1)
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:          lock,
@@ -195,6 +215,49 @@ type watchedLock struct {
 	timer     *time.Timer
 	// seenHolder is the holder the last Get read.
 	seenHolder string
+	// gate (shard Leases only) lets this process take the Lease; reserved
+	// says it has let it, until the campaign ends.
+	gate     *shareGate
+	refused  func()
+	reserved bool
+}
+
+// acquiring reserves a share before a write that makes this process the
+// holder; undo returns it when that write fails and no earlier write had
+// reserved it.
+func (l *watchedLock) acquiring() (undo func(), err error) {
+	if l.gate == nil {
+		return func() {}, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.reserved {
+		return func() {}, nil
+	}
+	if !l.gate.take() {
+		if l.refused != nil {
+			l.refused()
+		}
+		return nil, errFairShare
+	}
+	l.reserved = true
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.reserved && !l.leading {
+			l.reserved = false
+			l.gate.give()
+		}
+	}, nil
+}
+
+func (l *watchedLock) giveBack() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.reserved {
+		l.reserved = false
+		l.gate.give()
+	}
 }
 
 func (l *watchedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
@@ -212,10 +275,16 @@ func (l *watchedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionReco
 }
 
 func (l *watchedLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	undo, err := l.acquiring()
+	if err != nil {
+		return err
+	}
 	start := time.Now()
-	err := l.Interface.Create(ctx, rec)
+	err = l.Interface.Create(ctx, rec)
 	if err == nil && rec.HolderIdentity == l.Identity() {
 		l.renewed(start)
+	} else if err != nil {
+		undo()
 	}
 	return err
 }
@@ -236,11 +305,20 @@ func (l *watchedLock) Update(ctx context.Context, rec resourcelock.LeaderElectio
 			return errNotOurs
 		}
 	}
+	undo := func() {}
+	if rec.HolderIdentity == l.Identity() {
+		var err error
+		if undo, err = l.acquiring(); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	err := l.Interface.Update(ctx, rec)
 	// A release writes an empty holder: that is no renewal.
 	if err == nil && rec.HolderIdentity == l.Identity() {
 		l.renewed(start)
+	} else if err != nil {
+		undo()
 	}
 	return err
 }

@@ -1,0 +1,214 @@
+package leader
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/autox-dev/autox/internal/format"
+)
+
+// LabelReplicaOf marks the heartbeat Leases of the replicas that share the
+// shard Leases of one election (its value: the election's Lease name, in
+// label form).
+const LabelReplicaOf = "autox.dev/replica-of"
+
+// annotationShards on a heartbeat Lease is the --shards its replica runs
+// with: a replica takes no shard while a live one runs with another count.
+const annotationShards = "autox.dev/shards"
+
+// staleHeartbeat is how long after its last renewal a heartbeat Lease of a
+// replica that never deleted it (killed) is removed by the others: far past
+// any clock skew, so a live replica's heartbeat is never removed.
+const staleHeartbeat = time.Hour
+
+// members keeps this replica's heartbeat Lease renewed and counts the live
+// replicas from theirs. A heartbeat is live while it was renewed less than
+// the lease duration ago as this process observed it (the renewal it last
+// saw change, timed by this process's clock, as client-go times a leader's
+// Lease), so clock skew between replicas does not matter.
+type members struct {
+	client    kubernetes.Interface
+	namespace string
+	base      string // the election's Lease name
+	id        string
+	duration  time.Duration
+	period    time.Duration
+	shards    string // this replica's --shards
+
+	mu       sync.Mutex
+	observed map[string]observedBeat
+	live     int
+	counted  int // how many times the replicas were counted
+	// foreign names what keeps this replica from taking shards: a live
+	// replica running with another --shards, or a holder of the one
+	// Lease of --shards 1 ("" for nothing). Both would write releases
+	// this replica's shards hold too.
+	foreign string
+}
+
+type observedBeat struct {
+	renew time.Time // as written by its replica
+	at    time.Time // when this process saw it change
+}
+
+func newMembers(opts Options, id string, shards int) *members {
+	return &members{client: opts.Client, namespace: opts.Namespace, base: opts.Name, id: id, shards: fmt.Sprint(shards),
+		duration: opts.LeaseDuration, period: opts.RetryPeriod, observed: map[string]observedBeat{}}
+}
+
+// heartbeatName is the Lease name of replica id's heartbeat.
+func heartbeatName(base, id string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(id) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' || r == '.' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	name := base + "-replica-" + strings.Trim(b.String(), "-.")
+	if len(name) > 253 {
+		name = name[:253]
+	}
+	return strings.TrimRight(name, "-.")
+}
+
+// Live is the number of live replicas last counted (this one included).
+func (m *members) Live() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return max(m.live, 1)
+}
+
+// settled reports whether the replicas were counted twice, a period
+// apart: the others' heartbeats are known before any shard is taken, so a
+// replica starting with the others does not take every shard at first.
+func (m *members) settled() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.counted >= 2 && m.foreign == ""
+}
+
+// blocked is what keeps this replica from taking shards, "" for nothing.
+func (m *members) blocked() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.foreign
+}
+
+// run beats and counts until ctx ends, then deletes this replica's
+// heartbeat so the others count one less at once.
+func (m *members) run(ctx context.Context, log func(error)) {
+	name := heartbeatName(m.base, m.id)
+	t := time.NewTicker(m.period)
+	defer t.Stop()
+	for {
+		if err := m.beat(ctx, name); err != nil && ctx.Err() == nil {
+			log(err)
+		}
+		if err := m.count(ctx, name); err != nil && ctx.Err() == nil {
+			log(err)
+		}
+		select {
+		case <-ctx.Done():
+			dctx, cancel := context.WithTimeout(context.Background(), m.period+time.Second)
+			defer cancel()
+			_ = m.client.CoordinationV1().Leases(m.namespace).Delete(dctx, name, metav1.DeleteOptions{})
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (m *members) beat(ctx context.Context, name string) error {
+	leases := m.client.CoordinationV1().Leases(m.namespace)
+	now := metav1.NewMicroTime(time.Now())
+	seconds := int32(m.duration.Seconds())
+	l, err := leases.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.namespace,
+			Labels:      map[string]string{LabelReplicaOf: format.ObjectLabel(m.base), "app.kubernetes.io/managed-by": "autox"},
+			Annotations: map[string]string{annotationShards: m.shards}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &m.id, LeaseDurationSeconds: &seconds, RenewTime: &now}}
+		_, err = leases.Create(ctx, l, metav1.CreateOptions{FieldManager: "autox"})
+		if err != nil {
+			return fmt.Errorf("cannot create the heartbeat Lease %s/%s: %w", m.namespace, name, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cannot read the heartbeat Lease %s/%s: %w", m.namespace, name, err)
+	}
+	l.Spec.RenewTime, l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &now, &m.id, &seconds
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[annotationShards] = m.shards
+	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: "autox"}); err != nil {
+		return fmt.Errorf("cannot renew the heartbeat Lease %s/%s: %w", m.namespace, name, err)
+	}
+	return nil
+}
+
+func (m *members) count(ctx context.Context, own string) error {
+	leases := m.client.CoordinationV1().Leases(m.namespace)
+	list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: LabelReplicaOf + "=" + format.ObjectLabel(m.base)})
+	if err != nil {
+		return fmt.Errorf("cannot list the heartbeat Leases of the replicas in %s: %w", m.namespace, err)
+	}
+	// The one Lease of --shards 1: its holder writes every release.
+	single, err := leases.Get(ctx, m.base, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("cannot read the Lease %s/%s of a single leader: %w", m.namespace, m.base, err)
+	}
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := map[string]observedBeat{}
+	foreign := ""
+	if err == nil && single.Spec.HolderIdentity != nil && *single.Spec.HolderIdentity != "" && single.Spec.RenewTime != nil {
+		// Timed like a heartbeat, by when this process saw it renewed.
+		key := "single/" + single.Name
+		o, ok := m.observed[key]
+		if !ok || !o.renew.Equal(single.Spec.RenewTime.Time) {
+			o = observedBeat{renew: single.Spec.RenewTime.Time, at: now}
+		}
+		seen[key] = o
+		if now.Sub(o.at) <= m.duration {
+			foreign = fmt.Sprintf("Lease %s/%s is held by %s (a replica running without shards)", m.namespace, m.base, *single.Spec.HolderIdentity)
+		}
+	}
+	live := 1 // this replica
+	for _, l := range list.Items {
+		if l.Name == own || l.Spec.RenewTime == nil {
+			continue
+		}
+		renew := l.Spec.RenewTime.Time
+		o, ok := m.observed[l.Name]
+		if !ok || !o.renew.Equal(renew) {
+			o = observedBeat{renew: renew, at: now}
+		}
+		seen[l.Name] = o
+		if now.Sub(o.at) <= m.duration {
+			live++
+			if other := l.Annotations[annotationShards]; other != m.shards && foreign == "" {
+				foreign = fmt.Sprintf("replica %s runs with --shards %s", l.Name, other)
+			}
+		}
+		if now.Sub(renew) > staleHeartbeat {
+			rv := l.ResourceVersion
+			_ = leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		}
+	}
+	m.observed, m.live, m.foreign = seen, live, foreign
+	m.counted++
+	return nil
+}
