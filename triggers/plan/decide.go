@@ -198,7 +198,7 @@ func stepFor(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObs
 		if err != nil {
 			return step, fmt.Errorf("cannot digest the desired values: %w", err)
 		}
-		step.Desired = &Desired{Values: values, ChartName: ro.Chart.Name, ChartVersion: ro.Chart.Version, From: merged.From,
+		step.Desired = &Desired{Values: values, ChartName: ro.Chart.Name, ChartVersion: ro.Chart.Version, From: merged.From, Mask: merged.Mask,
 			Digest: digest, Revision: 1, Source: rs.Chart, Loaded: ro.Loaded}
 		if rel != nil {
 			step.Desired.Revision = rel.Revision + 1
