@@ -312,11 +312,12 @@ func (ob *Observer) observeReleaseSpec(ctx context.Context, o *plan.Observation,
 
 // Unattributed is the observation of a selector spec's releases that name
 // no object (made while the spec named one trigger): no object wants them,
-// so they are decided like the releases of a removed spec. undecodable are
+// so they are decided like the releases of a removed spec, with the policies
+// and identity of the spec's release spec of their id. undecodable are
 // the spec's releases that could not be read: they leave it incomplete.
 func (ob *Observer) Unattributed(cfg *config.Config, specName string, rels []*format.Release, undecodable map[string]error) *plan.Observation {
 	return &plan.Observation{Spec: specName, Instance: ob.Instance(), InForce: cfg, Current: rels, Unattributed: true,
-		SpecSuspended: cfg.Specs[specName] != nil && cfg.Specs[specName].Suspend, Undecodable: undecodable,
+		SpecSuspended: cfg.Specs[specName] != nil && cfg.Specs[specName].Suspend, Policies: cfg.Specs[specName], Undecodable: undecodable,
 		Now: ob.opts.Now(), Defaults: ob.opts.Defaults, DefaultServiceAccount: ob.opts.DefaultServiceAccount}
 }
 

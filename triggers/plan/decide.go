@@ -98,10 +98,20 @@ func decide(o Observation) Plan {
 	// Releases of this spec that no release spec wants under that name and
 	// namespace: the release spec was removed, renamed or moved. One that
 	// the config hands over to another owner is that owner's to adopt.
+	// Whose policies the removals keep: the spec's, or for Unattributed
+	// releases (Config nil) the selector spec's, which no object's release
+	// of theirs makes wanted.
+	policies := spec
+	if policies == nil {
+		policies = o.Policies
+	}
 	for _, rel := range o.Current {
-		var rs *config.ReleaseSpec
+		var rs, policy *config.ReleaseSpec
 		if spec != nil {
 			rs = spec.ReleaseSpecs[rel.ReleaseSpec]
+		}
+		if policies != nil {
+			policy = policies.ReleaseSpecs[rel.ReleaseSpec]
 		}
 		if Wants(rs, rel.Namespace, rel.Name) && o.Object.Labelled(rel.ObjectNamespace, rel.ObjectName) {
 			continue
@@ -116,15 +126,15 @@ func decide(o Observation) Plan {
 				reason = "release spec now wants " + rs.Namespace + "/" + rs.ReleaseName
 			}
 		}
-		policy := o.Defaults.Of(rs)
-		relState, stateReason, _ := ClassifyRelease(rel, rel.Owner(), nil, o.Now, policy.StaleAfter())
+		resolved := o.Defaults.Of(policy)
+		relState, stateReason, _ := ClassifyRelease(rel, rel.Owner(), nil, o.Now, resolved.StaleAfter())
 		action := ActionFor(TriggerSpecRemoved, relState, config.OnChangeUpgrade)
 		if action == ActionWait {
 			reason = stateReason
 		}
 		res.Steps = append(res.Steps, Step{Action: action, Spec: o.Spec, ReleaseSpec: rel.ReleaseSpec, Release: rel.Name,
 			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, Object: releaseObject(rel), Hide: redactorOf(nil, rel, nil, nil),
-			State: relState, Policy: policy, removal: true, moved: rs != nil, ServiceAccount: config.RunsAs(spec, rs, o.DefaultServiceAccount)})
+			State: relState, Policy: resolved, removal: true, moved: rs != nil, ServiceAccount: config.RunsAs(policies, policy, o.DefaultServiceAccount)})
 	}
 	if o.Unattributed {
 		for i := range res.Steps {
@@ -249,6 +259,8 @@ func hold(p *Plan, o Observation) {
 		case o.SpecSuspended:
 		case o.Config != nil:
 			who = o.Config.Suspended(s.ReleaseSpec)
+		case o.Policies != nil:
+			who = o.Policies.Suspended(s.ReleaseSpec)
 		default:
 			who = ""
 		}

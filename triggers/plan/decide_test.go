@@ -10,6 +10,7 @@ import (
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/format"
 	"helm.sh/helm/v4/pkg/release/common"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Builders of the policy decisions: a release spec's policies (policy), a
@@ -389,5 +390,50 @@ func TestTriageSuspended(t *testing.T) {
 				t.Errorf("keys %v noticed %v, want keys %v noticed %v", v.Keys, v.Noticed, tc.keys, tc.noticed)
 			}
 		})
+	}
+}
+
+// TestUnattributedKeepPolicies: a selector spec's releases that name no
+// object (made while it named one trigger) go as removals, but with the
+// policies and identity of the spec's release spec of their id: a
+// suspended release spec keeps its release, its timeout sets the unlock
+// age, and the uninstall runs with its disableHooks as its service
+// account — not with the defaults as autox's own identity.
+func TestUnattributedKeepPolicies(t *testing.T) {
+	selector := func(mut func(rs *config.ReleaseSpec)) *config.Spec {
+		s := planSpec()
+		s.Trigger.Name, s.Trigger.Selector = "", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+		mut(s.ReleaseSpecs["a"])
+		return s
+	}
+	obs := func(spec *config.Spec, rel *format.Release) Observation {
+		return Observation{Spec: "web", Instance: "autox", Unattributed: true, Policies: spec, Current: []*format.Release{rel},
+			Now: planNow, Defaults: config.PolicyDefaults{Timeout: time.Minute}, DefaultServiceAccount: "fallback"}
+	}
+
+	p := Decide(obs(selector(func(rs *config.ReleaseSpec) { rs.Suspend = true }), deployed("a")))
+	if s := p.Steps[0]; s.Action != ActionSuspended || s.Pending != ActionUninstall {
+		t.Errorf("suspended release spec: %s (pending %s) %q, want suspended uninstall", s.Action, s.Pending, s.Reason)
+	}
+
+	spec := selector(func(rs *config.ReleaseSpec) {
+		rs.Timeout, rs.DisableHooks, rs.ServiceAccountName = "20m", true, "deployer"
+	})
+	s := Decide(obs(spec, deployed("a"))).Steps[0]
+	if s.Action != ActionUninstall || s.ServiceAccount != "deployer" || !s.Policy.DisableHooks || s.Policy.Timeout != 20*time.Minute {
+		t.Errorf("uninstall: %s as %q, disableHooks %v, timeout %s; want uninstall as deployer, disableHooks, 20m",
+			s.Action, s.ServiceAccount, s.Policy.DisableHooks, s.Policy.Timeout)
+	}
+	pending := with(deployed("a"), func(r *format.Release) {
+		r.Status, r.Modified = common.StatusPendingUpgrade, planNow.Add(-10*time.Minute)
+	})
+	if s := Decide(obs(spec, pending)).Steps[0]; s.Action != ActionWait {
+		t.Errorf("pending-upgrade for 10m under a 20m timeout: %s %q, want wait", s.Action, s.Reason)
+	}
+
+	// A release spec id the selector spec no longer has: the defaults.
+	gone := with(deployed("a"), func(r *format.Release) { r.ReleaseSpec = "gone" })
+	if s := Decide(obs(spec, gone)).Steps[0]; s.Action != ActionUninstall || s.ServiceAccount != "fallback" || s.Policy.DisableHooks {
+		t.Errorf("release spec gone: %s as %q, disableHooks %v; want uninstall as the default account", s.Action, s.ServiceAccount, s.Policy.DisableHooks)
 	}
 }

@@ -50,6 +50,12 @@ type Observation struct {
 	// SpecSuspended says the spec is suspended where Config cannot say so
 	// (Unattributed releases): nothing is written for them.
 	SpecSuspended bool
+	// Policies is the spec whose release specs' policies and identities the
+	// releases of Current keep when Config is nil: the selector spec of
+	// Unattributed releases, whose release spec (by id) still exists — its
+	// suspend, timeout, disableHooks, serviceAccountName and the rest.
+	// Nil for a removed spec: it has none.
+	Policies *config.Spec
 	// Current are the spec's own releases in the namespaces that could be read.
 	Current []*format.Release
 	// Unread maps a namespace whose release records could not be read to the
