@@ -103,7 +103,7 @@ func NewReconciler(opts ReconcilerOptions) *Reconciler {
 	}
 	r.observer = observe.New(observe.Options{Releases: opts.Helm, Records: opts.Inventory, Triggers: opts.Triggers,
 		Sources: opts.Sources, Charts: opts.Charts, GCNamespaces: opts.State.GCNamespaces, Managed: managed, Defaults: opts.Defaults,
-		Attempts: opts.Attempts, Now: opts.Now, Log: opts.Log, DefaultServiceAccount: opts.DefaultServiceAccount})
+		Attempts: opts.Attempts, Now: opts.Now, Log: opts.Log, DefaultServiceAccount: opts.DefaultServiceAccount, Departed: opts.State.Departed})
 	r.applier = apply.New(apply.Options{Helm: opts.Helm, Charts: r.observer.LoadChart,
 		ConfigDir: func() string { return opts.State.Config().Dir }, Attempts: opts.Attempts, Events: opts.Events, Operations: ops, Log: opts.Log,
 		Impersonate: func(ctx context.Context, sa helmops.ServiceAccount) (apply.Helm, error) { return opts.Helm.As(ctx, sa) }})

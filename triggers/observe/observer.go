@@ -79,6 +79,9 @@ type Options struct {
 	// DefaultServiceAccount is --default-service-account, which the plan
 	// makes releases that name no account run as.
 	DefaultServiceAccount string
+	// Departed returns the dependsOn of a spec's release specs that left
+	// the config (ConfigState.Departed); nil knows none.
+	Departed func(spec string) map[string][]string
 }
 
 // Observer gathers observations. It keeps what several reconciles and the
@@ -98,6 +101,9 @@ func New(opts Options) *Observer {
 	}
 	if opts.GCNamespaces == nil {
 		opts.GCNamespaces = func() []string { return nil }
+	}
+	if opts.Departed == nil {
+		opts.Departed = func(string) map[string][]string { return nil }
 	}
 	return &Observer{opts: opts, charts: NewChartIdentities(opts.Charts), admissions: &Admissions{}}
 }
@@ -159,7 +165,8 @@ func (ob *Observer) observeTrigger(ctx context.Context, cfg *config.Config, spec
 		}
 	}
 	o = &plan.Observation{Spec: specName, Config: spec, Object: obj, Instance: ob.Instance(), InForce: cfg,
-		ReleaseSpecs: map[string]plan.ReleaseSpecObservation{}, Defaults: ob.opts.Defaults, DefaultServiceAccount: ob.opts.DefaultServiceAccount}
+		ReleaseSpecs: map[string]plan.ReleaseSpecObservation{}, Defaults: ob.opts.Defaults, DefaultServiceAccount: ob.opts.DefaultServiceAccount,
+		Departed: ob.opts.Departed(specName)}
 	state = plan.TriggerSpecRemoved
 	// A namespace whose records cannot be read fails the release specs
 	// that live there, a release whose newest record cannot be decoded the
@@ -318,7 +325,8 @@ func (ob *Observer) observeReleaseSpec(ctx context.Context, o *plan.Observation,
 func (ob *Observer) Unattributed(cfg *config.Config, specName string, rels []*format.Release, undecodable map[string]error) *plan.Observation {
 	return &plan.Observation{Spec: specName, Instance: ob.Instance(), InForce: cfg, Current: rels, Unattributed: true,
 		SpecSuspended: cfg.Specs[specName] != nil && cfg.Specs[specName].Suspend, Policies: cfg.Specs[specName], Undecodable: undecodable,
-		Now: ob.opts.Now(), Defaults: ob.opts.Defaults, DefaultServiceAccount: ob.opts.DefaultServiceAccount}
+		Departed: ob.opts.Departed(specName),
+		Now:      ob.opts.Now(), Defaults: ob.opts.Defaults, DefaultServiceAccount: ob.opts.DefaultServiceAccount}
 }
 
 // LoadChart loads a chart for an operation: a repository chart the decision

@@ -36,8 +36,52 @@ func Decide(o Observation) Plan {
 	p := decide(o)
 	hold(&p, o)
 	holdUnrecorded(&p, o)
+	orderRemovals(&p, o.Departed)
 	order(&p, o.Config)
 	return p
+}
+
+// orderRemovals keeps dependsOn for release specs that left the config
+// (departed: their dependsOn, by id, as their last config said): an
+// uninstall of a release spec — gone or not — comes after the removals of
+// the departed release specs that depended on it, and waits while one of
+// them keeps its release. So a spec removed from the file, or release specs
+// removed in one edit, uninstall the chart that uses a CRD before the CRD
+// chart. The removal of a moved release is the replacement's to order.
+func orderRemovals(p *Plan, departed map[string][]string) {
+	if len(departed) == 0 {
+		return
+	}
+	users := make([]string, 0, len(departed))
+	for id := range departed {
+		users = append(users, id)
+	}
+	slices.Sort(users)
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		if s.Action != ActionUninstall || s.moved {
+			continue
+		}
+	users:
+		for _, user := range users {
+			if user == s.ReleaseSpec || !slices.Contains(departed[user], s.ReleaseSpec) {
+				continue
+			}
+			for j := range p.Steps {
+				u := p.Steps[j]
+				if !u.removal || u.moved || u.ReleaseSpec != user {
+					continue
+				}
+				if u.Action != ActionUninstall {
+					waitFor(s, user, fmt.Sprintf("it depended on this one and keeps release %s/%s: %s (%s)", u.Namespace, u.Release, u.Action, u.Reason))
+					break users
+				}
+				if !slices.Contains(s.After, user) {
+					s.After = append(s.After, user)
+				}
+			}
+		}
+	}
 }
 
 // forward reports whether a is an operation that makes the release spec's

@@ -3,6 +3,7 @@ package plan
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -435,5 +436,44 @@ func TestUnattributedKeepPolicies(t *testing.T) {
 	gone := with(deployed("a"), func(r *format.Release) { r.ReleaseSpec = "gone" })
 	if s := Decide(obs(spec, gone)).Steps[0]; s.Action != ActionUninstall || s.ServiceAccount != "fallback" || s.Policy.DisableHooks {
 		t.Errorf("release spec gone: %s as %q, disableHooks %v; want uninstall as the default account", s.Action, s.ServiceAccount, s.Policy.DisableHooks)
+	}
+}
+
+// TestRemovalsKeepDependsOn: removals of release specs that left the
+// config keep the order their last config gave (Observation.Departed): an
+// uninstall comes after those of the release specs that depended on it,
+// every one of them (a removed selector spec has one per object), and
+// waits while one keeps its release.
+func TestRemovalsKeepDependsOn(t *testing.T) {
+	rel := func(id, name string, mut func(r *format.Release)) *format.Release {
+		r := with(deployed("a"), func(r *format.Release) { r.ReleaseSpec, r.Name = id, name })
+		if mut != nil {
+			mut(r)
+		}
+		return r
+	}
+	removed := func(rels ...*format.Release) Observation {
+		return Observation{Spec: "web", Instance: "autox", Current: rels, Now: planNow, Defaults: config.PolicyDefaults{Timeout: time.Minute},
+			Departed: map[string][]string{"crds": nil, "probe": {"crds"}}}
+	}
+	p := Decide(removed(rel("crds", "web-crds", nil), rel("probe", "web-probe-1", nil), rel("probe", "web-probe-2", nil)))
+	if s := p.Steps[0]; s.Action != ActionUninstall || !slices.Equal(s.After, []string{"probe"}) {
+		t.Errorf("the CRD chart's removal: %s after %v, want uninstall after probe", s.Action, s.After)
+	}
+	for _, s := range p.Steps[1:] {
+		if s.Action != ActionUninstall || len(s.After) != 0 {
+			t.Errorf("%s: %s after %v, want uninstall first", s.Release, s.Action, s.After)
+		}
+	}
+	locked := func(r *format.Release) { r.Status, r.Modified = common.StatusPendingUpgrade, planNow }
+	p = Decide(removed(rel("crds", "web-crds", nil), rel("probe", "web-probe-1", locked)))
+	if s := p.Steps[0]; s.Action != ActionWait || !strings.Contains(s.Reason, "waits for release spec probe") {
+		t.Errorf("the CRD chart's removal while its user is locked: %s %q, want wait", s.Action, s.Reason)
+	}
+	// Without what the last config said, nothing is ordered.
+	o := removed(rel("crds", "web-crds", nil), rel("probe", "web-probe-1", nil))
+	o.Departed = nil
+	if s := Decide(o).Steps[0]; s.Action != ActionUninstall || len(s.After) != 0 {
+		t.Errorf("unknown order: %s after %v", s.Action, s.After)
 	}
 }

@@ -56,6 +56,11 @@ type Observation struct {
 	// suspend, timeout, disableHooks, serviceAccountName and the rest.
 	// Nil for a removed spec: it has none.
 	Policies *config.Spec
+	// Departed are the dependsOn of the spec's release specs that left the
+	// config, by release spec id, as the last config in force that had them
+	// said: their removals keep that order. Nil when none is known (a
+	// process started after the change knows none).
+	Departed map[string][]string
 	// Current are the spec's own releases in the namespaces that could be read.
 	Current []*format.Release
 	// Unread maps a namespace whose release records could not be read to the
