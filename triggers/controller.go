@@ -98,7 +98,7 @@ type Controller struct {
 	ready    atomic.Bool
 
 	pass     passTracker
-	inFlight sync.Map // queue key -> time.Time its reconcile started
+	inFlight sync.Map // queue key -> running: when its reconcile started, its liveness limit
 	// noticed holds the object keys in conflict or past maxObjects that a
 	// pass of this term has already queued once.
 	noticed sync.Map
@@ -252,30 +252,45 @@ func (c *Controller) boundWork(ctx context.Context, runDone <-chan struct{}, can
 }
 
 // Stuck reports a reconcile that has run far longer than its Helm operations
-// may take: each is bounded by --helm-timeout, so this means a hung worker.
+// may take: each is bounded by its release spec's timeout (--helm-timeout
+// by default), so this means a hung worker. The limit is the one the
+// reconcile started with, from the config it runs under: a reload that
+// shortens a timeout does not shorten the operations already running.
 // Bad configs or charts never make a reconcile hang; they fail fast.
 func (c *Controller) Stuck(now time.Time) error {
 	var stuck error
-	cfg := c.Config()
 	c.inFlight.Range(func(k, v any) bool {
-		name, started := k.(string), v.(time.Time)
-		n := 1
-		s := cfg.Specs[specOf(name)]
-		if s != nil {
-			n += len(s.ReleaseSpecs)
-		}
-		limit := time.Duration(2*n)*staleAfter(s, c.rec.Observer().Defaults()) + time.Minute
-		if d := now.Sub(started); d > limit {
+		name, r := k.(string), v.(running)
+		if d := now.Sub(r.started); d > r.limit {
 			what := "spec " + name
 			if spec, obj := parseKey(name); !obj.IsZero() {
 				what = fmt.Sprintf("object %s of spec %s", obj, spec)
 			}
-			stuck = fmt.Errorf("the reconcile of %s has run for %s (limit %s)", what, d.Round(time.Second), limit)
+			stuck = fmt.Errorf("the reconcile of %s has run for %s (limit %s)", what, d.Round(time.Second), r.limit)
 			return false
 		}
 		return true
 	})
 	return stuck
+}
+
+// running is a reconcile in flight: when it started, and how long it may
+// run before it counts as stuck.
+type running struct {
+	started time.Time
+	limit   time.Duration
+}
+
+// livenessLimit bounds a reconcile of key under cfg: two rounds of every
+// operation it may run (one per release spec, and one for the removals),
+// each bounded by the longest unlock age of the spec, and a minute more.
+func livenessLimit(cfg *config.Config, key string, d config.PolicyDefaults) time.Duration {
+	n := 1
+	s := cfg.Specs[specOf(key)]
+	if s != nil {
+		n += len(s.ReleaseSpecs)
+	}
+	return time.Duration(2*n)*staleAfter(s, d) + time.Minute
 }
 
 // busyRetry is how soon a key whose spec was busy is tried again.
@@ -290,13 +305,16 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	if c.stopping.Load() {
 		return true // stopping: drain without starting anything
 	}
-	if !c.opts.Shard.OwnsKey(c.Config(), name) {
+	// The reconcile runs under the config read here, and its liveness
+	// limit comes from the same config.
+	cfg := c.Config()
+	if !c.opts.Shard.OwnsKey(cfg, name) {
 		// Another shard's: its holder reconciles it.
 		c.pass.done(name)
 		return true
 	}
-	c.inFlight.Store(name, time.Now())
-	follow, err := c.rec.Reconcile(ctx, name)
+	c.inFlight.Store(name, running{started: time.Now(), limit: livenessLimit(cfg, name, c.rec.Observer().Defaults())})
+	follow, err := c.rec.ReconcileUnder(ctx, cfg, name)
 	c.inFlight.Delete(name)
 	if errors.Is(err, ErrBusy) {
 		c.queue.AddAfter(name, busyRetry)

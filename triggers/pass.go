@@ -125,7 +125,7 @@ func (c *Controller) survey(ctx context.Context, cfg *config.Config, gcNamespace
 func (c *Controller) oldestInFlight(now time.Time) time.Time {
 	oldest := now
 	c.inFlight.Range(func(_, v any) bool {
-		if t := v.(time.Time); t.Before(oldest) {
+		if t := v.(running).started; t.Before(oldest) {
 			oldest = t
 		}
 		return true

@@ -99,6 +99,53 @@ func TestDependsOnOrder(t *testing.T) {
 	}
 }
 
+// TestDependsOnOrderOnRemoval: dependsOn holds when the config forgets it
+// too. Release specs removed from a spec in one edit, and a spec removed
+// from the file, uninstall the chart using the CRD before the CRD chart:
+// the order comes from the last config that had them. Without it both
+// removals start together.
+func TestDependsOnOrderOnRemoval(t *testing.T) {
+	h := newHarness(t)
+	spy := &orderSpy{}
+	h.spy = func(helm Helm) Helm { spy.Helm = helm; return spy }
+	dropWidgetCRD(t)
+	h.Deployment("web", v("1"))
+	both := `      crds:
+        chart: {path: {{.Charts}}/crd}
+      widgets:
+        chart: {path: {{.Charts}}/widget}
+        dependsOn: [crds]
+      hello: {chart: {path: {{.Charts}}/hello}}
+`
+	h.start(h.config(webSpec(both)), time.Hour)
+	installed := func() {
+		h.WaitRelease("web-crds", "installed", deployedAt(1))
+		h.WaitRelease("web-widgets", "installed", deployedAt(1))
+		h.WaitRelease("web-hello", "installed", deployedAt(1))
+	}
+	removedInOrder := func(what string) {
+		h.WaitRelease("web-widgets", "uninstalled", gone)
+		h.WaitRelease("web-crds", "uninstalled", gone)
+		if !spy.before("end uninstall web-widgets: <nil>", "start uninstall web-crds") {
+			t.Errorf("%s: web-crds was uninstalled before web-widgets was gone:\n%s", what, spy)
+		}
+		spy.mu.Lock()
+		spy.events = nil
+		spy.mu.Unlock()
+	}
+	installed()
+
+	h.ctrl.Reconfigure(context.Background(), h.config(webSpec(`      hello: {chart: {path: {{.Charts}}/hello}}
+`)))
+	removedInOrder("release specs removed in one edit")
+
+	h.ctrl.Reconfigure(context.Background(), h.config(webSpec(both)))
+	installed()
+	h.ctrl.Reconfigure(context.Background(), h.config("namespaces: [{{.NS}}]\nspecs: {}\n"))
+	removedInOrder("spec removed")
+	h.WaitRelease("web-hello", "uninstalled", gone)
+}
+
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // dropWidgetCRD deletes the test charts' Widget CRD now and after the test,

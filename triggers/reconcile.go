@@ -103,7 +103,7 @@ func NewReconciler(opts ReconcilerOptions) *Reconciler {
 	}
 	r.observer = observe.New(observe.Options{Releases: opts.Helm, Records: opts.Inventory, Triggers: opts.Triggers,
 		Sources: opts.Sources, Charts: opts.Charts, GCNamespaces: opts.State.GCNamespaces, Managed: managed, Defaults: opts.Defaults,
-		Attempts: opts.Attempts, Now: opts.Now, Log: opts.Log, DefaultServiceAccount: opts.DefaultServiceAccount})
+		Attempts: opts.Attempts, Now: opts.Now, Log: opts.Log, DefaultServiceAccount: opts.DefaultServiceAccount, Departed: opts.State.Departed})
 	r.applier = apply.New(apply.Options{Helm: opts.Helm, Charts: r.observer.LoadChart,
 		ConfigDir: func() string { return opts.State.Config().Dir }, Attempts: opts.Attempts, Events: opts.Events, Operations: ops, Log: opts.Log,
 		Impersonate: func(ctx context.Context, sa helmops.ServiceAccount) (apply.Helm, error) { return opts.Helm.As(ctx, sa) }})
@@ -136,6 +136,15 @@ var ErrStepFailed = apply.ErrStepFailed
 // a selector spec's own key (its sweep) returns one per object, and an
 // object key of a spec that lost its selector hands over to the spec's key.
 func (r *Reconciler) Reconcile(ctx context.Context, key string) (follow []string, err error) {
+	return r.ReconcileUnder(ctx, r.opts.State.Config(), key)
+}
+
+// ReconcileUnder is Reconcile under cfg, the config in force when the
+// caller read it: one read of the config for the whole reconcile, so that
+// what bounds it (Controller.Stuck) is what it runs with. A reload
+// meanwhile is the next reconcile's: a config change queues the keys it
+// touches again.
+func (r *Reconciler) ReconcileUnder(ctx context.Context, cfg *config.Config, key string) (follow []string, err error) {
 	start := time.Now()
 	specName, obj := parseKey(key)
 	// A key whose spec is busy is tried again shortly rather than waited
@@ -153,9 +162,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) (follow []string
 		}
 		defer lock.RUnlock()
 	}
-	// One read of the config for the whole reconcile: a reload meanwhile
-	// is the next reconcile's.
-	cfg := r.opts.State.Config()
 	spec := cfg.Specs[specName]
 	switch {
 	case !obj.IsZero() && (spec == nil || !spec.Trigger.IsSelector()):

@@ -28,12 +28,17 @@ type ConfigState struct {
 	// set was last written: they leave it at the next write, and a stale
 	// read of it does not bring them back.
 	forgotten map[string]bool
-	now       func() time.Time
+	// departed holds, per spec, the dependsOn of each release spec that left
+	// the config, as the last config in force that had it said: a removal
+	// keeps the order its config gave (DESIGN §3, "Order"). A release spec
+	// back in the config leaves it.
+	departed map[string]map[string][]string
+	now      func() time.Time
 }
 
 // NewConfigState starts with cfg in force.
 func NewConfigState(cfg *config.Config) *ConfigState {
-	return &ConfigState{cfg: cfg, dropped: map[string]time.Time{}, forgotten: map[string]bool{}, now: time.Now}
+	return &ConfigState{cfg: cfg, dropped: map[string]time.Time{}, forgotten: map[string]bool{}, departed: map[string]map[string][]string{}, now: time.Now}
 }
 
 // Config returns the config in force.
@@ -57,8 +62,53 @@ func (s *ConfigState) Replace(cfg *config.Config) *config.Config {
 		delete(s.dropped, ns)
 		delete(s.forgotten, ns)
 	}
+	s.depart(old, cfg)
 	s.cfg = cfg
 	return old
+}
+
+// depart notes the dependsOn of the release specs of old that cfg no
+// longer has, and forgets those of release specs cfg has again.
+func (s *ConfigState) depart(old, cfg *config.Config) {
+	for name, spec := range old.Specs {
+		for id, rs := range spec.ReleaseSpecs {
+			if now := cfg.Specs[name]; now != nil && now.ReleaseSpecs[id] != nil {
+				continue
+			}
+			if s.departed[name] == nil {
+				s.departed[name] = map[string][]string{}
+			}
+			s.departed[name][id] = slices.Clone(rs.DependsOn)
+		}
+	}
+	for name, ids := range s.departed {
+		spec := cfg.Specs[name]
+		for id := range ids {
+			if spec != nil && spec.ReleaseSpecs[id] != nil {
+				delete(ids, id)
+			}
+		}
+		if len(ids) == 0 {
+			delete(s.departed, name)
+		}
+	}
+}
+
+// Departed returns, for spec, the dependsOn of each of its release specs
+// that left the config while this process ran, by release spec id, as the
+// last config that had it said (nil when none left). A process started
+// since knows none.
+func (s *ConfigState) Departed(spec string) map[string][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.departed[spec]) == 0 {
+		return nil
+	}
+	out := make(map[string][]string, len(s.departed[spec]))
+	for id, deps := range s.departed[spec] {
+		out[id] = slices.Clone(deps)
+	}
+	return out
 }
 
 // GCNamespaces are the namespaces whose releases of ours are looked at: the

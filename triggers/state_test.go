@@ -93,3 +93,34 @@ func TestRecordRules(t *testing.T) {
 		})
 	}
 }
+
+// TestDeparted: the dependsOn of release specs that leave the config are
+// kept, as the last config that had them said, until they are back.
+func TestDeparted(t *testing.T) {
+	spec := func(ids map[string][]string) *config.Spec {
+		s := &config.Spec{ReleaseSpecs: map[string]*config.ReleaseSpec{}}
+		for id, deps := range ids {
+			s.ReleaseSpecs[id] = &config.ReleaseSpec{DependsOn: deps}
+		}
+		return s
+	}
+	cfg := func(specs map[string]*config.Spec) *config.Config { return &config.Config{Specs: specs} }
+	full := cfg(map[string]*config.Spec{"web": spec(map[string][]string{"crds": nil, "probe": {"crds"}, "hello": nil})})
+	s := NewConfigState(full)
+	if d := s.Departed("web"); d != nil {
+		t.Errorf("nothing left yet: %v", d)
+	}
+	s.Replace(cfg(map[string]*config.Spec{"web": spec(map[string][]string{"hello": nil})}))
+	d := s.Departed("web")
+	if _, crds := d["crds"]; len(d) != 2 || !crds || !slices.Equal(d["probe"], []string{"crds"}) {
+		t.Errorf("release specs removed: %v", d)
+	}
+	s.Replace(full)
+	if d := s.Departed("web"); d != nil {
+		t.Errorf("back in the config: %v", d)
+	}
+	s.Replace(cfg(nil))
+	if d := s.Departed("web"); len(d) != 3 || !slices.Equal(d["probe"], []string{"crds"}) {
+		t.Errorf("spec removed: %v", d)
+	}
+}

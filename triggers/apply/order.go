@@ -22,10 +22,17 @@ func (a *Applier) ordered(ctx context.Context, steps []plan.Step, errs []error, 
 	done := make([]chan struct{}, len(steps))
 	// byID is the step of each release spec: the last with that id, since
 	// a removal of the same id (a moved release spec) comes first.
+	// uninstalls are every uninstall of each release spec: a removed
+	// selector spec has one per object, and an uninstall ordered after a
+	// release spec comes after all of them.
 	byID := map[string]int{}
+	uninstalls := map[string][]int{}
 	for i, s := range steps {
 		done[i] = make(chan struct{})
 		byID[s.ReleaseSpec] = i
+		if s.Action == plan.ActionUninstall {
+			uninstalls[s.ReleaseSpec] = append(uninstalls[s.ReleaseSpec], i)
+		}
 	}
 	slots := make(chan struct{}, StepsInParallel)
 	var wg sync.WaitGroup
@@ -49,10 +56,19 @@ func (a *Applier) ordered(ctx context.Context, steps []plan.Step, errs []error, 
 				case !ok || j == i:
 					continue
 				}
-				<-done[j]
-				if errs[j] != nil {
-					errs[i] = fmt.Errorf("%w: release %s/%s not changed: release spec %s, which comes first, did not succeed", ErrStepFailed, s.Namespace, s.Release, id)
-					return
+				first := []int{j}
+				if s.Action == plan.ActionUninstall && len(uninstalls[id]) > 0 {
+					first = uninstalls[id]
+				}
+				for _, j := range first {
+					if j == i {
+						continue
+					}
+					<-done[j]
+					if errs[j] != nil {
+						errs[i] = fmt.Errorf("%w: release %s/%s not changed: release spec %s, which comes first, did not succeed", ErrStepFailed, s.Namespace, s.Release, id)
+						return
+					}
 				}
 			}
 			slots <- struct{}{}

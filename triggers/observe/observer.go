@@ -79,6 +79,9 @@ type Options struct {
 	// DefaultServiceAccount is --default-service-account, which the plan
 	// makes releases that name no account run as.
 	DefaultServiceAccount string
+	// Departed returns the dependsOn of a spec's release specs that left
+	// the config (ConfigState.Departed); nil knows none.
+	Departed func(spec string) map[string][]string
 }
 
 // Observer gathers observations. It keeps what several reconciles and the
@@ -98,6 +101,9 @@ func New(opts Options) *Observer {
 	}
 	if opts.GCNamespaces == nil {
 		opts.GCNamespaces = func() []string { return nil }
+	}
+	if opts.Departed == nil {
+		opts.Departed = func(string) map[string][]string { return nil }
 	}
 	return &Observer{opts: opts, charts: NewChartIdentities(opts.Charts), admissions: &Admissions{}}
 }
@@ -159,7 +165,8 @@ func (ob *Observer) observeTrigger(ctx context.Context, cfg *config.Config, spec
 		}
 	}
 	o = &plan.Observation{Spec: specName, Config: spec, Object: obj, Instance: ob.Instance(), InForce: cfg,
-		ReleaseSpecs: map[string]plan.ReleaseSpecObservation{}, Defaults: ob.opts.Defaults, DefaultServiceAccount: ob.opts.DefaultServiceAccount}
+		ReleaseSpecs: map[string]plan.ReleaseSpecObservation{}, Defaults: ob.opts.Defaults, DefaultServiceAccount: ob.opts.DefaultServiceAccount,
+		Departed: ob.opts.Departed(specName)}
 	state = plan.TriggerSpecRemoved
 	// A namespace whose records cannot be read fails the release specs
 	// that live there, a release whose newest record cannot be decoded the
@@ -312,12 +319,14 @@ func (ob *Observer) observeReleaseSpec(ctx context.Context, o *plan.Observation,
 
 // Unattributed is the observation of a selector spec's releases that name
 // no object (made while the spec named one trigger): no object wants them,
-// so they are decided like the releases of a removed spec. undecodable are
+// so they are decided like the releases of a removed spec, with the policies
+// and identity of the spec's release spec of their id. undecodable are
 // the spec's releases that could not be read: they leave it incomplete.
 func (ob *Observer) Unattributed(cfg *config.Config, specName string, rels []*format.Release, undecodable map[string]error) *plan.Observation {
 	return &plan.Observation{Spec: specName, Instance: ob.Instance(), InForce: cfg, Current: rels, Unattributed: true,
-		SpecSuspended: cfg.Specs[specName] != nil && cfg.Specs[specName].Suspend, Undecodable: undecodable,
-		Now: ob.opts.Now(), Defaults: ob.opts.Defaults, DefaultServiceAccount: ob.opts.DefaultServiceAccount}
+		SpecSuspended: cfg.Specs[specName] != nil && cfg.Specs[specName].Suspend, Policies: cfg.Specs[specName], Undecodable: undecodable,
+		Departed: ob.opts.Departed(specName),
+		Now:      ob.opts.Now(), Defaults: ob.opts.Defaults, DefaultServiceAccount: ob.opts.DefaultServiceAccount}
 }
 
 // LoadChart loads a chart for an operation: a repository chart the decision

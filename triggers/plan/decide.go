@@ -36,8 +36,52 @@ func Decide(o Observation) Plan {
 	p := decide(o)
 	hold(&p, o)
 	holdUnrecorded(&p, o)
+	orderRemovals(&p, o.Departed)
 	order(&p, o.Config)
 	return p
+}
+
+// orderRemovals keeps dependsOn for release specs that left the config
+// (departed: their dependsOn, by id, as their last config said): an
+// uninstall of a release spec — gone or not — comes after the removals of
+// the departed release specs that depended on it, and waits while one of
+// them keeps its release. So a spec removed from the file, or release specs
+// removed in one edit, uninstall the chart that uses a CRD before the CRD
+// chart. The removal of a moved release is the replacement's to order.
+func orderRemovals(p *Plan, departed map[string][]string) {
+	if len(departed) == 0 {
+		return
+	}
+	users := make([]string, 0, len(departed))
+	for id := range departed {
+		users = append(users, id)
+	}
+	slices.Sort(users)
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		if s.Action != ActionUninstall || s.moved {
+			continue
+		}
+	users:
+		for _, user := range users {
+			if user == s.ReleaseSpec || !slices.Contains(departed[user], s.ReleaseSpec) {
+				continue
+			}
+			for j := range p.Steps {
+				u := p.Steps[j]
+				if !u.removal || u.moved || u.ReleaseSpec != user {
+					continue
+				}
+				if u.Action != ActionUninstall {
+					waitFor(s, user, fmt.Sprintf("it depended on this one and keeps release %s/%s: %s (%s)", u.Namespace, u.Release, u.Action, u.Reason))
+					break users
+				}
+				if !slices.Contains(s.After, user) {
+					s.After = append(s.After, user)
+				}
+			}
+		}
+	}
 }
 
 // forward reports whether a is an operation that makes the release spec's
@@ -98,10 +142,20 @@ func decide(o Observation) Plan {
 	// Releases of this spec that no release spec wants under that name and
 	// namespace: the release spec was removed, renamed or moved. One that
 	// the config hands over to another owner is that owner's to adopt.
+	// Whose policies the removals keep: the spec's, or for Unattributed
+	// releases (Config nil) the selector spec's, which no object's release
+	// of theirs makes wanted.
+	policies := spec
+	if policies == nil {
+		policies = o.Policies
+	}
 	for _, rel := range o.Current {
-		var rs *config.ReleaseSpec
+		var rs, policy *config.ReleaseSpec
 		if spec != nil {
 			rs = spec.ReleaseSpecs[rel.ReleaseSpec]
+		}
+		if policies != nil {
+			policy = policies.ReleaseSpecs[rel.ReleaseSpec]
 		}
 		if Wants(rs, rel.Namespace, rel.Name) && o.Object.Labelled(rel.ObjectNamespace, rel.ObjectName) {
 			continue
@@ -116,15 +170,15 @@ func decide(o Observation) Plan {
 				reason = "release spec now wants " + rs.Namespace + "/" + rs.ReleaseName
 			}
 		}
-		policy := o.Defaults.Of(rs)
-		relState, stateReason, _ := ClassifyRelease(rel, rel.Owner(), nil, o.Now, policy.StaleAfter())
+		resolved := o.Defaults.Of(policy)
+		relState, stateReason, _ := ClassifyRelease(rel, rel.Owner(), nil, o.Now, resolved.StaleAfter())
 		action := ActionFor(TriggerSpecRemoved, relState, config.OnChangeUpgrade)
 		if action == ActionWait {
 			reason = stateReason
 		}
 		res.Steps = append(res.Steps, Step{Action: action, Spec: o.Spec, ReleaseSpec: rel.ReleaseSpec, Release: rel.Name,
 			Namespace: rel.Namespace, Reason: reason, Revision: rel.Revision, Object: releaseObject(rel), Hide: redactorOf(nil, rel, nil, nil),
-			State: relState, Policy: policy, removal: true, moved: rs != nil, ServiceAccount: config.RunsAs(spec, rs, o.DefaultServiceAccount)})
+			State: relState, Policy: resolved, removal: true, moved: rs != nil, ServiceAccount: config.RunsAs(policies, policy, o.DefaultServiceAccount)})
 	}
 	if o.Unattributed {
 		for i := range res.Steps {
@@ -200,7 +254,7 @@ func stepFor(o Observation, id string, rs *config.ReleaseSpec, ro ReleaseSpecObs
 		if err != nil {
 			return step, fmt.Errorf("cannot digest the desired values: %w", err)
 		}
-		step.Desired = &Desired{Values: values, ChartName: ro.Chart.Name, ChartVersion: ro.Chart.Version, From: merged.From,
+		step.Desired = &Desired{Values: values, ChartName: ro.Chart.Name, ChartVersion: ro.Chart.Version, From: merged.From, Mask: merged.Mask,
 			Digest: digest, Revision: 1, Source: rs.Chart, Loaded: ro.Loaded}
 		if rel != nil {
 			step.Desired.Revision = rel.Revision + 1
@@ -251,6 +305,8 @@ func hold(p *Plan, o Observation) {
 		case o.SpecSuspended:
 		case o.Config != nil:
 			who = o.Config.Suspended(s.ReleaseSpec)
+		case o.Policies != nil:
+			who = o.Policies.Suspended(s.ReleaseSpec)
 		default:
 			who = ""
 		}

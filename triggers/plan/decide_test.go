@@ -3,6 +3,7 @@ package plan
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/format"
 	"helm.sh/helm/v4/pkg/release/common"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Builders of the policy decisions: a release spec's policies (policy), a
@@ -389,5 +391,89 @@ func TestTriageSuspended(t *testing.T) {
 				t.Errorf("keys %v noticed %v, want keys %v noticed %v", v.Keys, v.Noticed, tc.keys, tc.noticed)
 			}
 		})
+	}
+}
+
+// TestUnattributedKeepPolicies: a selector spec's releases that name no
+// object (made while it named one trigger) go as removals, but with the
+// policies and identity of the spec's release spec of their id: a
+// suspended release spec keeps its release, its timeout sets the unlock
+// age, and the uninstall runs with its disableHooks as its service
+// account — not with the defaults as autox's own identity.
+func TestUnattributedKeepPolicies(t *testing.T) {
+	selector := func(mut func(rs *config.ReleaseSpec)) *config.Spec {
+		s := planSpec()
+		s.Trigger.Name, s.Trigger.Selector = "", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+		mut(s.ReleaseSpecs["a"])
+		return s
+	}
+	obs := func(spec *config.Spec, rel *format.Release) Observation {
+		return Observation{Spec: "web", Instance: "autox", Unattributed: true, Policies: spec, Current: []*format.Release{rel},
+			Now: planNow, Defaults: config.PolicyDefaults{Timeout: time.Minute}, DefaultServiceAccount: "fallback"}
+	}
+
+	p := Decide(obs(selector(func(rs *config.ReleaseSpec) { rs.Suspend = true }), deployed("a")))
+	if s := p.Steps[0]; s.Action != ActionSuspended || s.Pending != ActionUninstall {
+		t.Errorf("suspended release spec: %s (pending %s) %q, want suspended uninstall", s.Action, s.Pending, s.Reason)
+	}
+
+	spec := selector(func(rs *config.ReleaseSpec) {
+		rs.Timeout, rs.DisableHooks, rs.ServiceAccountName = "20m", true, "deployer"
+	})
+	s := Decide(obs(spec, deployed("a"))).Steps[0]
+	if s.Action != ActionUninstall || s.ServiceAccount != "deployer" || !s.Policy.DisableHooks || s.Policy.Timeout != 20*time.Minute {
+		t.Errorf("uninstall: %s as %q, disableHooks %v, timeout %s; want uninstall as deployer, disableHooks, 20m",
+			s.Action, s.ServiceAccount, s.Policy.DisableHooks, s.Policy.Timeout)
+	}
+	pending := with(deployed("a"), func(r *format.Release) {
+		r.Status, r.Modified = common.StatusPendingUpgrade, planNow.Add(-10*time.Minute)
+	})
+	if s := Decide(obs(spec, pending)).Steps[0]; s.Action != ActionWait {
+		t.Errorf("pending-upgrade for 10m under a 20m timeout: %s %q, want wait", s.Action, s.Reason)
+	}
+
+	// A release spec id the selector spec no longer has: the defaults.
+	gone := with(deployed("a"), func(r *format.Release) { r.ReleaseSpec = "gone" })
+	if s := Decide(obs(spec, gone)).Steps[0]; s.Action != ActionUninstall || s.ServiceAccount != "fallback" || s.Policy.DisableHooks {
+		t.Errorf("release spec gone: %s as %q, disableHooks %v; want uninstall as the default account", s.Action, s.ServiceAccount, s.Policy.DisableHooks)
+	}
+}
+
+// TestRemovalsKeepDependsOn: removals of release specs that left the
+// config keep the order their last config gave (Observation.Departed): an
+// uninstall comes after those of the release specs that depended on it,
+// every one of them (a removed selector spec has one per object), and
+// waits while one keeps its release.
+func TestRemovalsKeepDependsOn(t *testing.T) {
+	rel := func(id, name string, mut func(r *format.Release)) *format.Release {
+		r := with(deployed("a"), func(r *format.Release) { r.ReleaseSpec, r.Name = id, name })
+		if mut != nil {
+			mut(r)
+		}
+		return r
+	}
+	removed := func(rels ...*format.Release) Observation {
+		return Observation{Spec: "web", Instance: "autox", Current: rels, Now: planNow, Defaults: config.PolicyDefaults{Timeout: time.Minute},
+			Departed: map[string][]string{"crds": nil, "probe": {"crds"}}}
+	}
+	p := Decide(removed(rel("crds", "web-crds", nil), rel("probe", "web-probe-1", nil), rel("probe", "web-probe-2", nil)))
+	if s := p.Steps[0]; s.Action != ActionUninstall || !slices.Equal(s.After, []string{"probe"}) {
+		t.Errorf("the CRD chart's removal: %s after %v, want uninstall after probe", s.Action, s.After)
+	}
+	for _, s := range p.Steps[1:] {
+		if s.Action != ActionUninstall || len(s.After) != 0 {
+			t.Errorf("%s: %s after %v, want uninstall first", s.Release, s.Action, s.After)
+		}
+	}
+	locked := func(r *format.Release) { r.Status, r.Modified = common.StatusPendingUpgrade, planNow }
+	p = Decide(removed(rel("crds", "web-crds", nil), rel("probe", "web-probe-1", locked)))
+	if s := p.Steps[0]; s.Action != ActionWait || !strings.Contains(s.Reason, "waits for release spec probe") {
+		t.Errorf("the CRD chart's removal while its user is locked: %s %q, want wait", s.Action, s.Reason)
+	}
+	// Without what the last config said, nothing is ordered.
+	o := removed(rel("crds", "web-crds", nil), rel("probe", "web-probe-1", nil))
+	o.Departed = nil
+	if s := Decide(o).Steps[0]; s.Action != ActionUninstall || len(s.After) != 0 {
+		t.Errorf("unknown order: %s after %v", s.Action, s.After)
 	}
 }

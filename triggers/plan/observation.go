@@ -50,6 +50,17 @@ type Observation struct {
 	// SpecSuspended says the spec is suspended where Config cannot say so
 	// (Unattributed releases): nothing is written for them.
 	SpecSuspended bool
+	// Policies is the spec whose release specs' policies and identities the
+	// releases of Current keep when Config is nil: the selector spec of
+	// Unattributed releases, whose release spec (by id) still exists — its
+	// suspend, timeout, disableHooks, serviceAccountName and the rest.
+	// Nil for a removed spec: it has none.
+	Policies *config.Spec
+	// Departed are the dependsOn of the spec's release specs that left the
+	// config, by release spec id, as the last config in force that had them
+	// said: their removals keep that order. Nil when none is known (a
+	// process started after the change knows none).
+	Departed map[string][]string
 	// Current are the spec's own releases in the namespaces that could be read.
 	Current []*format.Release
 	// Unread maps a namespace whose release records could not be read to the

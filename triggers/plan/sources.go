@@ -99,6 +99,74 @@ type Merged struct {
 	// that set it last ("Secret creds"); paths set by the inline values, or
 	// by nothing, are absent.
 	origins map[string]string
+	// shown are the keys a values path may name: those of the inline
+	// values, ConfigMaps, targetPaths and autox's own key. Nil when no
+	// Secret's map is merged: every key may be named.
+	shown *keyTree
+}
+
+// keyTree holds map keys by where they are: a map's keys as children, the
+// keys of a list's items under "[]". all says every key below may be named.
+type keyTree struct {
+	kids map[string]*keyTree
+	all  bool
+}
+
+func (t *keyTree) child(k string) *keyTree {
+	if t.kids == nil {
+		t.kids = map[string]*keyTree{}
+	}
+	if t.kids[k] == nil {
+		t.kids[k] = &keyTree{}
+	}
+	return t.kids[k]
+}
+
+// add puts the keys of v (a map, a list, or a scalar with none) in t.
+func (t *keyTree) add(v interface{}) {
+	switch x := v.(type) {
+	case map[string]interface{}:
+		for k, sub := range x {
+			t.child(k).add(sub)
+		}
+	case []interface{}:
+		for _, item := range x {
+			t.child("[]").add(item)
+		}
+	}
+}
+
+// Mask writes the path of segments (".key", "[i]", as ValuesDiff finds
+// them) for a reason: a Secret's keys are as secret as its values (a map
+// of API keys by user), so from the first key that no inline value,
+// ConfigMap, targetPath or autox's own key names at its place, the rest
+// of the path is "***".
+func (m Merged) Mask(segs []string) string {
+	if m.shown == nil {
+		return pathString(segs)
+	}
+	node := m.shown
+	var out strings.Builder
+	for _, seg := range segs {
+		if node != nil && node.all {
+			out.WriteString(seg)
+			continue
+		}
+		if strings.HasPrefix(seg, "[") {
+			out.WriteString(seg)
+			if node != nil {
+				node = node.kids["[]"]
+			}
+			continue
+		}
+		if node == nil || node.kids[seg[1:]] == nil {
+			out.WriteString("." + redact.Mask)
+			break
+		}
+		out.WriteString(seg)
+		node = node.kids[seg[1:]]
+	}
+	return pathString([]string{out.String()})
 }
 
 // From names the source of the value at path ("Secret creds"), or "" when
@@ -162,6 +230,9 @@ func MergeValues(rs *config.ReleaseSpec, sources []SourceValue, t config.Trigger
 	}
 	out := map[string]interface{}{}
 	origins := map[string]string{}
+	shown, secretMap := &keyTree{}, false
+	shown.add(rs.Values)
+	shown.child(format.InjectedValuesKey).all = true
 	for _, s := range sources {
 		content, ok := s.Data[s.Ref.Key]
 		switch {
@@ -174,6 +245,10 @@ func MergeValues(rs *config.ReleaseSpec, sources []SourceValue, t config.Trigger
 		}
 		origin := s.Ref.Kind + " " + s.Ref.Name
 		if path := s.Ref.Path(); path != nil {
+			node := shown
+			for _, k := range path {
+				node = node.child(k)
+			}
 			out = setPath(out, path, content)
 			own(origins, "."+strings.Join(path, "."), origin)
 			continue
@@ -187,6 +262,11 @@ func MergeValues(rs *config.ReleaseSpec, sources []SourceValue, t config.Trigger
 				err = secretParseError(syntax.err)
 			}
 			return Merged{}, NewSourceError(s.Ref, s.Namespace, err)
+		}
+		if s.Ref.Kind == config.KindSecret {
+			secretMap = true
+		} else {
+			shown.add(m)
 		}
 		out = mergeMaps(out, m)
 		for _, p := range leafPaths(m, "") {
@@ -205,7 +285,11 @@ func MergeValues(rs *config.ReleaseSpec, sources []SourceValue, t config.Trigger
 			delete(origins, p)
 		}
 	}
-	return Merged{Values: out, origins: origins}, nil
+	merged := Merged{Values: out, origins: origins}
+	if secretMap {
+		merged.shown = shown
+	}
+	return merged, nil
 }
 
 // parseMap reads a key's content as Helm reads a values file: YAML, decoded

@@ -172,7 +172,7 @@ func TestPlanValuesFromSecret(t *testing.T) {
 	}
 	res = Decide(sourcedObservation("changed-pw", func(o *Observation) { o.Current = []*format.Release{rel, deployed("b")} }))
 	s := res.Steps[0]
-	if s.Action != ActionUpgrade || s.Reason != "values changed: .db.password (from Secret creds)" {
+	if s.Action != ActionUpgrade || s.Reason != "values changed: .*** (from Secret creds)" {
 		t.Errorf("changed Secret: %s %q", s.Action, s.Reason)
 	}
 	if got := s.Hide.String("changed-pw and hunter22"); strings.Contains(got, "changed-pw") || strings.Contains(got, "hunter22") {
@@ -337,6 +337,52 @@ func TestStepSecretsHidesSecretSourcesOnly(t *testing.T) {
 	for _, v := range []string{"s3cret-token", "configured-mode"} {
 		if got := s.Secrets.String("value: " + v); got != "value: "+v {
 			t.Errorf("%s, not from a Secret, hidden: %q", v, got)
+		}
+	}
+}
+
+// TestSecretKeysMasked: the keys of a Secret's YAML are as secret as its
+// values (API keys by user name): a values diff names the path up to the
+// first key that only a Secret names, then "***", whether the key was
+// added to the Secret or removed from it; keys of the inline values, of a
+// ConfigMap and of a targetPath are named as before.
+func TestSecretKeysMasked(t *testing.T) {
+	const before = "apiKeys:\n  alice-4f9a: key-one-1234\n"
+	obs := func(content string, current *format.Release, sources ...SourceValue) Observation {
+		return observation(func(o *Observation) {
+			rs := o.Config.ReleaseSpecs["a"]
+			rs.Values = map[string]interface{}{"apiKeys": map[string]interface{}{"shared": "key-zero-1234"}, "token": "s3cret-token"}
+			sources = append(sources, secret("creds", "values.yaml", content))
+			rs.ValuesFrom = refsOf(sources)
+			o.ReleaseSpecs["a"] = ReleaseSpecObservation{Chart: ChartID{"hello", "1.0.0"}, Sources: sources}
+			if current != nil {
+				o.Current = []*format.Release{current, deployed("b")}
+			}
+		})
+	}
+	install := Decide(obs(before, nil)).Steps[0]
+	if install.Action != ActionInstall {
+		t.Fatalf("install step %+v", install)
+	}
+	rel := with(deployed("a"), func(r *format.Release) { r.Values = install.Desired.Values })
+	for _, tc := range []struct {
+		name, content string
+		sources       []SourceValue
+		want          string
+	}{
+		{"a key added", before + "  bob-77c1: key-two-1234\n", nil, "values changed: .apiKeys.*** (from Secret creds)"},
+		{"a key removed", "apiKeys: {}\n", nil, "values changed: .apiKeys.***"},
+		{"a top-level key added", before + "carol-9d2e: x\n", nil, "values changed: .*** (from Secret creds)"},
+		{"a ConfigMap's key", before, []SourceValue{configMap("base", "values.yaml", "greeting: hi\n")}, "values changed: .greeting (from ConfigMap base)"},
+	} {
+		s := Decide(obs(tc.content, rel, tc.sources...)).Steps[0]
+		if s.Action != ActionUpgrade || s.Reason != tc.want {
+			t.Errorf("%s: %s %q, want upgrade %q", tc.name, s.Action, s.Reason, tc.want)
+		}
+		for _, key := range []string{"alice", "bob", "carol"} {
+			if strings.Contains(s.Reason, key) {
+				t.Errorf("%s: the reason names a key of the Secret: %q", tc.name, s.Reason)
+			}
 		}
 	}
 }

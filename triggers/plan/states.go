@@ -195,12 +195,17 @@ func ClassifyRelease(rel *format.Release, owner format.Owner, want *Desired, now
 	if rel.ChartName != want.ChartName || rel.ChartVersion != want.ChartVersion {
 		return ReleaseOutOfSync, fmt.Sprintf("chart %s %s -> %s %s", rel.ChartName, rel.ChartVersion, want.ChartName, want.ChartVersion), nil
 	}
-	path, err := ValuesDiff(want.Values, rel.Values)
+	segs, differ, err := valuesDiff(want.Values, rel.Values)
 	if err != nil {
 		return 0, "", err
 	}
-	if path != "" {
-		reason := "values changed: " + path
+	if differ {
+		path := pathString(segs)
+		shown := path
+		if want.Mask != nil {
+			shown = want.Mask(segs)
+		}
+		reason := "values changed: " + shown
 		if want.From != nil {
 			if from := want.From(path); from != "" {
 				reason += " (from " + from + ")"

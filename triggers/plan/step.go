@@ -123,6 +123,9 @@ type Desired struct {
 	// From names the source of a values path ("Secret creds"), or "" (the
 	// inline values); nil for none. A diff reason names it, never the value.
 	From func(path string) string
+	// Mask writes a values path (its segments) for a reason, a Secret's
+	// keys masked (Merged.Mask); nil writes it whole.
+	Mask func(segs []string) string
 	// Digest identifies chart and values for the quiet pass.
 	Digest string
 	// Revision is the revision the operation creates.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/big"
 	"sort"
+	"strings"
 )
 
 // ValuesDiff compares two values maps the way DESIGN §3 asks: both sides go
@@ -14,15 +15,35 @@ import (
 // It returns "" when they are equal, else the path of the first difference,
 // e.g. ".tasks[1]" — a path only, never a value, because values may be secret.
 func ValuesDiff(desired, actual map[string]interface{}) (string, error) {
+	segs, differ, err := valuesDiff(desired, actual)
+	if err != nil || !differ {
+		return "", err
+	}
+	return pathString(segs), nil
+}
+
+// valuesDiff is ValuesDiff with the path as its segments (".key" or
+// "[i]"), so that keys holding dots or brackets are told apart when the
+// path is masked (Merged.Mask).
+func valuesDiff(desired, actual map[string]interface{}) (segs []string, differ bool, err error) {
 	a, err := normalise(desired)
 	if err != nil {
-		return "", fmt.Errorf("cannot normalise desired values: %w", err)
+		return nil, false, fmt.Errorf("cannot normalise desired values: %w", err)
 	}
 	b, err := normalise(actual)
 	if err != nil {
-		return "", fmt.Errorf("cannot normalise release values: %w", err)
+		return nil, false, fmt.Errorf("cannot normalise release values: %w", err)
 	}
-	return firstDifference(a, b, ""), nil
+	segs, differ = firstDifference(a, b, nil)
+	return segs, differ, nil
+}
+
+// pathString writes segments as a path: "." for the top.
+func pathString(segs []string) string {
+	if len(segs) == 0 {
+		return "."
+	}
+	return strings.Join(segs, "")
 }
 
 func normalise(m map[string]interface{}) (interface{}, error) {
@@ -42,16 +63,15 @@ func normalise(m map[string]interface{}) (interface{}, error) {
 	return out, nil
 }
 
-func firstDifference(a, b interface{}, path string) string {
-	here := path
-	if here == "" {
-		here = "."
-	}
+// firstDifference returns the segments of the path (".key", "[i]") of the
+// first difference of a and b below path, and whether there is one.
+func firstDifference(a, b interface{}, path []string) ([]string, bool) {
+	at := func(seg string) []string { return append(append(make([]string, 0, len(path)+1), path...), seg) }
 	switch av := a.(type) {
 	case map[string]interface{}:
 		bv, ok := b.(map[string]interface{})
 		if !ok {
-			return here
+			return path, true
 		}
 		keys := make([]string, 0, len(av)+len(bv))
 		for k := range av {
@@ -67,42 +87,38 @@ func firstDifference(a, b interface{}, path string) string {
 			x, inA := av[k]
 			y, inB := bv[k]
 			if inA != inB {
-				return path + "." + k
+				return at("." + k), true
 			}
-			if d := firstDifference(x, y, path+"."+k); d != "" {
-				return d
+			if d, differ := firstDifference(x, y, at("."+k)); differ {
+				return d, true
 			}
 		}
-		return ""
+		return nil, false
 	case []interface{}:
 		bv, ok := b.([]interface{})
 		if !ok {
-			return here
+			return path, true
 		}
 		for i := 0; i < len(av) && i < len(bv); i++ {
-			if d := firstDifference(av[i], bv[i], fmt.Sprintf("%s[%d]", path, i)); d != "" {
-				return d
+			if d, differ := firstDifference(av[i], bv[i], at(fmt.Sprintf("[%d]", i))); differ {
+				return d, true
 			}
 		}
 		if len(av) != len(bv) {
-			n := len(av)
-			if len(bv) < n {
-				n = len(bv)
-			}
-			return fmt.Sprintf("%s[%d]", path, n)
+			return at(fmt.Sprintf("[%d]", min(len(av), len(bv)))), true
 		}
-		return ""
+		return nil, false
 	case json.Number:
 		bv, ok := b.(json.Number)
 		if !ok || !numbersEqual(av, bv) {
-			return here
+			return path, true
 		}
-		return ""
+		return nil, false
 	default: // string, bool, nil
 		if a != b {
-			return here
+			return path, true
 		}
-		return ""
+		return nil, false
 	}
 }
 
