@@ -35,12 +35,15 @@ type kubeClient struct {
 	// deleted, when set, records what the client is asked to delete (an
 	// uninstall's report of the objects it left: leftbehind.go).
 	deleted *deletions
+	// writes, when set, notes the client's writes (nowrite.go).
+	writes *writes
 }
 
 func (c kubeClient) Delete(resources kube.ResourceList, policy metav1.DeletionPropagation) (*kube.Result, []error) {
 	if c.deleted != nil {
 		c.deleted.add(resources)
 	}
+	c.writes.note()
 	return c.Client.Delete(resources, policy)
 }
 

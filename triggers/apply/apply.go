@@ -224,7 +224,8 @@ func (a *Applier) step(ctx context.Context, p plan.Plan, s plan.Step) error {
 func (a *Applier) write(ctx context.Context, p plan.Plan, s plan.Step) (int, error) {
 	h, err := a.helmFor(ctx, s)
 	if err != nil {
-		return 0, err
+		// The account is missing or unreadable: nothing was sent as it.
+		return 0, fmt.Errorf("%w: %w", errNoAttempt, err)
 	}
 	switch s.Action {
 	case plan.ActionUninstall:

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/triggers/attempts"
 	"github.com/autox-dev/autox/triggers/plan"
 )
@@ -23,8 +24,18 @@ type AttemptWriter interface {
 var ErrRetriesExhausted = errors.New("remediation retries used up")
 
 // errNoAttempt marks a step error from before any Helm operation started
-// (the chart could not be fetched): it is no failed attempt of the release.
+// (the chart could not be fetched, the service account is missing or
+// unreadable): it is no failed attempt of the release.
 var errNoAttempt = errors.New("no Helm operation started")
+
+// noAttempt reports whether err, a step's error, is no attempt of the
+// release: nothing started (errNoAttempt), or the operation wrote nothing
+// (helmops.WroteNothing: the release changed since it was read, discovery
+// is partial, a preflight or dry run refused, Helm refused an object that
+// exists, the chart did not render). Only real attempts use up retries.
+func noAttempt(err error) bool {
+	return errors.Is(err, errNoAttempt) || helmops.WroteNothing(err)
+}
 
 // attempted records the outcome of step s (err: its error) for a release
 // spec whose retries are bounded: a failed install, upgrade or reinstall
@@ -41,8 +52,8 @@ func (a *Applier) attempted(ctx context.Context, p plan.Plan, s plan.Step, err e
 	if err == nil {
 		return a.remember(ctx, s, nil)
 	}
-	if ctx.Err() != nil || errors.Is(err, errNoAttempt) {
-		return err // cut off, or never started: no attempt of the release
+	if ctx.Err() != nil || noAttempt(err) {
+		return err // cut off, or nothing written: no attempt of the release
 	}
 	failures := r.Failures + 1
 	e := attempts.Entry{Spec: s.Spec, ReleaseSpec: s.ReleaseSpec, Object: s.Object, Fingerprint: r.Fingerprint, Failures: failures}
