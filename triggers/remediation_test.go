@@ -2,11 +2,14 @@ package triggers
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 
+	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/testenv"
 	"github.com/autox-dev/autox/triggers/attempts"
@@ -52,5 +55,65 @@ func TestOnlyRealAttemptsCount(t *testing.T) {
 	h.WaitRelease("web-hello", "installed once its account exists", deployedAt(1))
 	if e := h.attemptsOf("web-hello"); e != nil {
 		t.Errorf("attempts recorded after the install: %+v", *e)
+	}
+}
+
+// recordingSpy notes, at each install, the failures recorded for the
+// release then: what a process killed during the install leaves.
+type recordingSpy struct {
+	Helm
+	h    *harness
+	mu   sync.Mutex
+	seen []int
+}
+
+func (s *recordingSpy) Install(ctx context.Context, d helmops.Target) (int, error) {
+	n := 0
+	if e := s.h.attemptsOf(d.Name); e != nil {
+		n = e.Failures
+	}
+	s.mu.Lock()
+	s.seen = append(s.seen, n)
+	s.mu.Unlock()
+	return s.Helm.Install(ctx, d)
+}
+
+func (s *recordingSpy) Reinstall(ctx context.Context, d helmops.Target) (int, error) {
+	n := 0
+	if e := s.h.attemptsOf(d.Name); e != nil {
+		n = e.Failures
+	}
+	s.mu.Lock()
+	s.seen = append(s.seen, n)
+	s.mu.Unlock()
+	return s.Helm.Reinstall(ctx, d)
+}
+
+// TestAttemptRecordedBeforeItsWrite: each attempt of a release spec with
+// bounded retries is recorded before its first Helm write, so that a
+// process killed during it has counted it: at each install (then
+// reinstall) the record already holds that attempt. Each attempt writes:
+// the test control plane runs no Deployment controller, so a release that
+// waits for its Deployment times out.
+func TestAttemptRecordedBeforeItsWrite(t *testing.T) {
+	h := newHarness(t)
+	spy := &recordingSpy{h: h}
+	h.spy = func(helm Helm) Helm { spy.Helm = helm; return spy }
+	h.Deployment("web", v("1"))
+	h.start(h.config(webSpec(`      bad:
+        chart: {path: {{.Charts}}/ready}
+        values: {deployment: true}
+        wait: true
+        timeout: 1s
+        remediation: {retries: 2}
+`)), time.Hour)
+	testenv.Eventually(t, patience, "the retries of web-bad used up", func() (bool, error) {
+		e := h.attemptsOf("web-bad")
+		return e != nil && e.Failures == 3, nil
+	})
+	spy.mu.Lock()
+	defer spy.mu.Unlock()
+	if !slices.Equal(spy.seen, []int{1, 2, 3}) {
+		t.Errorf("failures recorded at each install: %v, want [1 2 3] (each attempt recorded before it starts)", spy.seen)
 	}
 }

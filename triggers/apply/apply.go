@@ -250,6 +250,9 @@ func (a *Applier) install(ctx context.Context, h Helm, p plan.Plan, s plan.Step)
 	if err != nil {
 		return 0, err
 	}
+	if err := a.begin(ctx, s); err != nil {
+		return 0, fmt.Errorf("%w: %w", errNoAttempt, err)
+	}
 	switch s.Action {
 	case plan.ActionInstall:
 		return h.Install(ctx, d)

@@ -37,11 +37,34 @@ func noAttempt(err error) bool {
 	return errors.Is(err, errNoAttempt) || helmops.WroteNothing(err)
 }
 
-// attempted records the outcome of step s (err: its error) for a release
-// spec whose retries are bounded: a failed install, upgrade or reinstall
-// counts one failure for what it installs, and the one that uses up the
-// retries is an Event; a successful one, or a record the plan no longer
-// needs, is forgotten. It returns the step's error, with what recording
+// begin records, before its first Helm write, the attempt step s is about
+// to make for a release spec whose retries are bounded: one more failure of
+// what it installs, so that a process killed during it (kill -9, a lost
+// term, a stop past --shutdown-timeout) has counted it. attempted takes it
+// back when the operation wrote nothing, and forgets the record when it
+// succeeds. The record goes through the term's fenced client: a term that
+// has ended records nothing, and then writes nothing either.
+func (a *Applier) begin(ctx context.Context, s plan.Step) error {
+	if s.Retries == nil || !isForward(s.Action) {
+		return nil
+	}
+	if a.opts.Attempts == nil {
+		return errors.New("the attempt cannot be recorded: this autox has no remediation records")
+	}
+	return a.opts.Attempts.Record(ctx, s.Namespace, s.Release, entry(s, s.Retries.Failures+1))
+}
+
+// entry is the record of step s's release with failures.
+func entry(s plan.Step, failures int) attempts.Entry {
+	return attempts.Entry{Spec: s.Spec, ReleaseSpec: s.ReleaseSpec, Object: s.Object, Fingerprint: s.Retries.Fingerprint, Failures: failures}
+}
+
+// attempted settles the record of the attempt step s made (err: its error)
+// for a release spec whose retries are bounded (begin recorded it): a
+// success forgets the record; a failure that wrote nothing (noAttempt) puts
+// back what was recorded before; a failed attempt stays counted, and the
+// one that uses up the retries is an Event. A record the plan no longer
+// needs is forgotten. It returns the step's error, with what recording
 // failed.
 func (a *Applier) attempted(ctx context.Context, p plan.Plan, s plan.Step, err error) error {
 	r := s.Retries
@@ -49,20 +72,21 @@ func (a *Applier) attempted(ctx context.Context, p plan.Plan, s plan.Step, err e
 	if r == nil || !isForward(s.Action) {
 		return errors.Join(err, a.remember(ctx, s, err))
 	}
-	if err == nil {
-		return a.remember(ctx, s, nil)
-	}
-	if ctx.Err() != nil || noAttempt(err) {
-		return err // cut off, or nothing written: no attempt of the release
+	switch {
+	case errors.Is(err, errNoAttempt):
+		return err // nothing recorded, nothing written
+	case err == nil:
+		return a.forget(ctx, s)
+	case noAttempt(err):
+		// Recorded before it started, but it wrote nothing: no attempt.
+		if r.Failures == 0 {
+			return errors.Join(err, a.forget(ctx, s))
+		}
+		return errors.Join(err, a.opts.Attempts.Record(ctx, s.Namespace, s.Release, entry(s, r.Failures)))
+	case ctx.Err() != nil:
+		return err // cut off during the attempt: counted (begin), no Event
 	}
 	failures := r.Failures + 1
-	e := attempts.Entry{Spec: s.Spec, ReleaseSpec: s.ReleaseSpec, Object: s.Object, Fingerprint: r.Fingerprint, Failures: failures}
-	if a.opts.Attempts == nil {
-		return errors.Join(err, errors.New("the failed attempt could not be recorded: this autox has no remediation records"))
-	}
-	if werr := a.opts.Attempts.Record(ctx, s.Namespace, s.Release, e); werr != nil {
-		return errors.Join(err, werr)
-	}
 	if failures > retries {
 		onFailure := s.Policy.Remediation.OnFailure
 		next := map[bool]string{true: "the next reconcile applies onFailure " + onFailure, false: "the release is left as it is"}[onFailure != "keep"]
@@ -76,17 +100,21 @@ func (a *Applier) attempted(ctx context.Context, p plan.Plan, s plan.Step, err e
 	return err
 }
 
-// remember forgets the record of step s's release when the plan says it
-// goes, or a forward step succeeded after failures were recorded.
-func (a *Applier) remember(ctx context.Context, s plan.Step, err error) error {
-	r := s.Retries
-	if r == nil || err != nil || !(r.Forget || (isForward(s.Action) && r.Recorded)) {
-		return nil
-	}
+// forget removes the record of step s's release.
+func (a *Applier) forget(ctx context.Context, s plan.Step) error {
 	if a.opts.Attempts == nil {
 		return nil
 	}
 	return a.opts.Attempts.Forget(ctx, s.Namespace, s.Release)
+}
+
+// remember forgets the record of step s's release when the plan says it
+// goes.
+func (a *Applier) remember(ctx context.Context, s plan.Step, err error) error {
+	if s.Retries == nil || err != nil || !s.Retries.Forget {
+		return nil
+	}
+	return a.forget(ctx, s)
 }
 
 func isForward(a plan.Action) bool {
