@@ -6,7 +6,8 @@
 // the release format: one ConfigMap per autox instance in each release
 // namespace that needs one, <instance>-remediation, with a key per release
 // name. It is written only by the leader, through the leadership term's
-// fenced client, and only when an attempt fails or a record is no longer
+// fenced client, and only when an attempt starts (before its first Helm
+// write), or a record is put back or no longer
 // needed: a quiet cluster writes nothing.
 package attempts
 
