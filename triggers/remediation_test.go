@@ -4,10 +4,12 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/format"
@@ -116,4 +118,64 @@ func TestAttemptRecordedBeforeItsWrite(t *testing.T) {
 	if !slices.Equal(spy.seen, []int{1, 2, 3}) {
 		t.Errorf("failures recorded at each install: %v, want [1 2 3] (each attempt recorded before it starts)", spy.seen)
 	}
+}
+
+// TestRemedyRunsOncePerDesiredState: an upgrade that fails with retries: 0
+// and onFailure: rollback is rolled back once; the rollback's hook never
+// completes (the test control plane runs no Job controller), so the
+// rollback fails. It is not run again at every backoff and pass, adding a
+// failed revision and running the hook each time, nor recovered from the
+// pending-rollback it leaves (the same rollback again): the release spec
+// stays exhausted, with three revisions, until the config changes.
+func TestRemedyRunsOncePerDesiredState(t *testing.T) {
+	h := newHarness(t)
+	h.Deployment("web", v("1"))
+	cfg := func(chart string) string {
+		return webSpec(`      app:
+        chart: {path: {{.Charts}}/` + chart + `}
+        timeout: 2s
+        remediation: {retries: 0, onFailure: rollback}
+`)
+	}
+	// The reconciler's clock: an hour on once the rollback was tried, so that
+	// the release it leaves pending-rollback is stale at once.
+	var later atomic.Bool
+	h.now = func() time.Time {
+		if later.Load() {
+			return time.Now().Add(time.Hour)
+		}
+		return time.Now()
+	}
+	h.start(h.config(cfg("hold")), 300*time.Millisecond)
+	h.WaitRelease("web-app", "installed", deployedAt(1))
+	h.ctrl.Reconfigure(context.Background(), h.config(cfg("rejected")))
+	testenv.Eventually(t, patience, "the rollback tried", func() (bool, error) {
+		return len(h.revisions("web-app")) >= 3, nil
+	})
+	later.Store(true)
+	from := finishedReconciles(h.metrics, "web")
+	testenv.Eventually(t, patience, "5 more reconciles of spec web", func() (bool, error) {
+		return finishedReconciles(h.metrics, "web") >= from+5, nil
+	})
+	if revs := h.revisions("web-app"); len(revs) != 3 {
+		t.Errorf("revisions of web-app: %v, want 3 (deployed, the failed upgrade, the one failed rollback)", revs)
+	}
+	if e := h.attemptsOf("web-app"); e == nil || !e.Remedied || e.Failures != 1 {
+		t.Errorf("record of web-app: %+v, want 1 failure, remedied", e)
+	}
+}
+
+// revisions are the revision numbers of release's records, as stored.
+func (h *harness) revisions(release string) []string {
+	h.t.Helper()
+	recs, err := cluster.Client.CoreV1().Secrets(h.NS).List(context.Background(), metav1.ListOptions{LabelSelector: "owner=helm,name=" + release})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []string
+	for _, r := range recs.Items {
+		out = append(out, r.Labels["version"]+":"+r.Labels["status"])
+	}
+	slices.Sort(out)
+	return out
 }

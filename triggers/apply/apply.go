@@ -227,6 +227,9 @@ func (a *Applier) write(ctx context.Context, p plan.Plan, s plan.Step) (int, err
 		// The account is missing or unreadable: nothing was sent as it.
 		return 0, fmt.Errorf("%w: %w", errNoAttempt, err)
 	}
+	if err := a.beginRemedy(ctx, s); err != nil {
+		return 0, fmt.Errorf("%w: %w", errNoAttempt, err)
+	}
 	switch s.Action {
 	case plan.ActionUninstall:
 		return s.Revision, h.UninstallWith(ctx, s.Namespace, s.Release, s.Revision, s.Hide, s.Policy)

@@ -69,6 +69,9 @@ func entry(s plan.Step, failures int) attempts.Entry {
 func (a *Applier) attempted(ctx context.Context, p plan.Plan, s plan.Step, err error) error {
 	r := s.Retries
 	retries, _ := s.Policy.Retries()
+	if r != nil && r.Remedy {
+		return a.remedied(ctx, p, s, err)
+	}
 	if r == nil || !isForward(s.Action) {
 		return errors.Join(err, a.remember(ctx, s, err))
 	}
@@ -97,6 +100,45 @@ func (a *Applier) attempted(ctx context.Context, p plan.Plan, s plan.Step, err e
 			Int("failures", failures).Int("retries", retries).Str("onFailure", onFailure).Msg("remediation retries used up")
 		return fmt.Errorf("%w (%d failed attempts, retries %d): %w", ErrRetriesExhausted, failures, retries, err)
 	}
+	return err
+}
+
+// beginRemedy records, before its first Helm write, that onFailure's remedy
+// (step s: a rollback or an uninstall) runs for what the release spec would
+// install: one remedy per desired state. A remedy that fails (its hook
+// fails, it is cut off) is then not run again at every backoff, adding a
+// failed revision and running its hooks each time; the plan holds the
+// release spec exhausted until the config, the chart or the trigger
+// changes (DESIGN §3).
+func (a *Applier) beginRemedy(ctx context.Context, s plan.Step) error {
+	if s.Retries == nil || !s.Retries.Remedy {
+		return nil
+	}
+	if a.opts.Attempts == nil {
+		return errors.New("the remedy cannot be recorded: this autox has no remediation records")
+	}
+	e := entry(s, s.Retries.Failures)
+	e.Remedied = true
+	return a.opts.Attempts.Record(ctx, s.Namespace, s.Release, e)
+}
+
+// remedied settles the record of remedy step s (err: its error): a remedy
+// that wrote nothing did not run, and may run again; one that failed is
+// reported — an Event, and the plan shows the release spec exhausted — and
+// not run again for this desired state.
+func (a *Applier) remedied(ctx context.Context, p plan.Plan, s plan.Step, err error) error {
+	switch {
+	case err == nil || errors.Is(err, errNoAttempt):
+		return err
+	case noAttempt(err):
+		return errors.Join(err, a.opts.Attempts.Record(ctx, s.Namespace, s.Release, entry(s, s.Retries.Failures)))
+	}
+	onFailure := s.Policy.Remediation.OnFailure
+	a.event(p.Ref, corev1.EventTypeWarning, "RemedyFailed",
+		"release %s/%s: onFailure %s failed; autox runs it once per config, chart and trigger, and makes no further attempt nor remedy until one of them changes",
+		s.Namespace, s.Release, onFailure)
+	a.opts.Log.Warn().Str("spec", s.Spec).Str("releaseSpec", s.ReleaseSpec).Str("release", s.Release).Str("namespace", s.Namespace).
+		Str("onFailure", onFailure).Msg("remedy failed; not run again until the config, the chart or the trigger changes")
 	return err
 }
 

@@ -33,6 +33,9 @@ type Entry struct {
 	Object      string `json:"object,omitempty"`
 	Fingerprint string `json:"fingerprint"`
 	Failures    int    `json:"failures"`
+	// Remedied says onFailure's remedy (rollback, uninstall) was started for
+	// this fingerprint: it is not run again until the fingerprint changes.
+	Remedied bool `json:"remedied,omitempty"`
 }
 
 // Labels of the ConfigMap: an object of that name without them is not
