@@ -2,13 +2,17 @@ package triggers
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/autox-dev/autox/helmops"
@@ -21,7 +25,7 @@ import (
 // harness's namespace, nil when none are.
 func (h *harness) attemptsOf(release string) *attempts.Entry {
 	h.t.Helper()
-	recs, err := attempts.Store{Client: cluster.Client, Instance: format.DefaultInstance}.Read(context.Background(), h.NS)
+	recs, err := attempts.Store{Client: cluster.Client, Instance: format.DefaultInstance, Home: h.homeNS()}.Read(context.Background(), h.NS)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -113,6 +117,10 @@ func TestAttemptRecordedBeforeItsWrite(t *testing.T) {
 		e := h.attemptsOf("web-bad")
 		return e != nil && e.Failures == 3, nil
 	})
+	// In autox's own namespace, none in the release's (DESIGN §3).
+	if _, err := cluster.Client.CoreV1().ConfigMaps(h.NS).Get(context.Background(), attempts.Name(format.DefaultInstance), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("remediation records in the release's namespace: %v, want none", err)
+	}
 	spy.mu.Lock()
 	defer spy.mu.Unlock()
 	if !slices.Equal(spy.seen, []int{1, 2, 3}) {
@@ -178,4 +186,62 @@ func (h *harness) revisions(release string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestAttemptRecordsMoveHome: the records live in autox's own namespace,
+// keyed by namespace and release; those an older version kept in a release
+// namespace are read (a record at home wins) and removed with their
+// release's record, so an upgrade forgets no attempt. Writers at once
+// lose no key.
+func TestAttemptRecordsMoveHome(t *testing.T) {
+	ctx := context.Background()
+	ns, home := cluster.Namespace(t), cluster.Namespace(t)
+	store := attempts.Store{Client: cluster.Client, Instance: format.DefaultInstance, Home: home}
+	old := attempts.Entry{Spec: "web", ReleaseSpec: "app", Fingerprint: "f", Failures: 3}
+	text, _ := json.Marshal(old)
+	legacy := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: attempts.Name(format.DefaultInstance), Namespace: ns,
+		Labels: map[string]string{"app.kubernetes.io/managed-by": "autox", "app.kubernetes.io/instance": format.DefaultInstance}},
+		Data: map[string]string{"web-app": string(text), "web-other": string(text)}}
+	if _, err := cluster.Client.CoreV1().ConfigMaps(ns).Create(ctx, legacy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := store.Read(ctx, ns)
+	if err != nil || recs["web-app"] != old {
+		t.Fatalf("Read of an older version's records: %v, %v", recs, err)
+	}
+	newer := old
+	newer.Failures = 4
+	if err := store.Record(ctx, ns, "web-other", newer); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := store.Record(ctx, ns, fmt.Sprintf("r%d", i), old); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if recs, err = store.Read(ctx, ns); err != nil || len(recs) != 14 || recs["web-other"] != newer {
+		t.Fatalf("records after writers at once: %d of 14, web-other %+v, %v", len(recs), recs["web-other"], err)
+	}
+	if err := store.Forget(ctx, ns, "web-app"); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Forget(ctx, ns, "web-other"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.Client.CoreV1().ConfigMaps(ns).Get(ctx, legacy.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the older version's records after their releases were forgotten: %v, want gone", err)
+	}
+	if recs, err = store.Read(ctx, ns); err != nil || len(recs) != 12 {
+		t.Errorf("records after forgetting two: %d, %v; want 12", len(recs), err)
+	}
+	home2, err := cluster.Client.CoreV1().ConfigMaps(home).Get(ctx, legacy.Name, metav1.GetOptions{})
+	if err != nil || home2.Data[attempts.Key(ns, "r0")] == "" {
+		t.Errorf("records in autox's namespace: %v, %v", home2, err)
+	}
 }
