@@ -34,7 +34,8 @@ type policyStep struct {
 
 func (e *env) policyPlan(config string) map[string]policyStep {
 	e.t.Helper()
-	out := e.cliStdout(0, "plan", "--config", config, "-o", "json")
+	// The records of failed attempts are in autox's own namespace, as the run's.
+	out := e.cliStdout(0, "plan", "--config", config, "--leader-election-namespace", e.NS, "-o", "json")
 	var steps []policyStep
 	if err := json.Unmarshal([]byte(out), &steps); err != nil {
 		e.t.Fatalf("plan -o json: %v\n%s", err, out)
