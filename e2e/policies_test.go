@@ -36,7 +36,8 @@ type policyStep struct {
 
 func (e *env) policyPlan(config string) map[string]policyStep {
 	e.t.Helper()
-	out := e.cliStdout(0, "plan", "--config", config, "-o", "json")
+	// The records of failed attempts are in autox's own namespace, as the run's.
+	out := e.cliStdout(0, "plan", "--config", config, "--leader-election-namespace", e.NS, "-o", "json")
 	var steps []policyStep
 	if err := json.Unmarshal([]byte(out), &steps); err != nil {
 		e.t.Fatalf("plan -o json: %v\n%s", err, out)
@@ -176,15 +177,21 @@ specs:
     trigger: {group: apps, version: v1, resource: deployments, name: api, namespace: {{.NS}}}
     releaseSpecs:
       bad:
-        chart: {path: {{.Charts}}/rejected}
+        chart: {path: {{.Charts}}/ready}
+        values: {deployment: true}
+        wait: true
+        timeout: 2s
         remediation: {retries: 2, onFailure: uninstall}
 `
 
 // TestRemediation: an upgrade whose Deployment never gets ready within
 // its timeout fails and is rolled back to the last deployed revision, and
 // is not tried again — also after a restart — until the trigger changes;
-// an install the API server refuses is tried 1 + 2 retries times, then
-// uninstalled (it was never deployed), and not installed again.
+// an install whose Deployment never gets ready is tried 1 + 2 retries
+// times (each a real attempt: a failed revision), then uninstalled (it was
+// never deployed), and not installed again. (A chart the API server
+// refuses fails its first install for real, and then the dry run of each
+// reinstall, which writes nothing: no attempt, no retry used.)
 func TestRemediation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

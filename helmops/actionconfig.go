@@ -202,7 +202,7 @@ const skipClientValidation = true
 // the caller is stopping, and the operation's writes would outlive it.
 func notStarted(ctx context.Context, operation, namespace, name string) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%s of release %s/%s not started: %w", operation, namespace, name, err)
+		return markNoWrite(fmt.Errorf("%s of release %s/%s not started: %w", operation, namespace, name, err))
 	}
 	return nil
 }

@@ -38,6 +38,7 @@ func (m *Manager) applyCRDs(cfg *action.Configuration, ch *chart.Chart, replace 
 		}
 		for _, info := range infos {
 			helper := resource.NewHelper(info.Client, info.Mapping)
+			writesOf(cfg).note() // a CRD written is a write of the operation (nowrite.go)
 			_, err := helper.Create(info.Namespace, true, info.Object)
 			switch {
 			case err == nil:

@@ -59,10 +59,10 @@ func scale(t *testing.T, ns string, replicas int32) {
 	}
 }
 
-// writes counts the writes (not dry runs) in namespace ns so far: a
+// auditedWrites counts the writes (not dry runs) in namespace ns so far: a
 // sentinel write, once the audit log shows it, says every earlier one is
 // there; sentinels are not counted.
-func writes(t *testing.T, ns string) int {
+func auditedWrites(t *testing.T, ns string) int {
 	t.Helper()
 	sentinel := fmt.Sprintf("sentinel-%d", time.Now().UnixNano())
 	if _, err := cluster.Client.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: sentinel}}, metav1.CreateOptions{}); err != nil {
@@ -156,9 +156,9 @@ func TestDriftScaled(t *testing.T) {
 	rv := recordVersion(t, ns)
 
 	scale(t, ns, 3)
-	before := writes(t, ns)
+	before := auditedWrites(t, ns)
 	rep := checkDrift(t, c, ns, warn, false)
-	if after := writes(t, ns); after != before {
+	if after := auditedWrites(t, ns); after != before {
 		t.Errorf("a check in warn wrote: %d writes in the namespace, were %d", after, before)
 	}
 	onlyDrifted(t, rep, "Deployment")

@@ -81,10 +81,11 @@ func (m *Manager) install(ctx context.Context, d Target, complete bool) (int, er
 	}
 	in, cfg, err := m.newInstall(ctx, d, complete)
 	if err != nil {
-		return 0, err
+		return 0, markNoWrite(err)
 	}
 	records := cfg.Releases.Driver
 	cfg.Releases.Driver = &seenFree{Driver: records, name: d.Name}
+	wrote := watchWrites(cfg)
 	var rel *release.Release
 	err = m.untilDone(ctx, func() (err error) {
 		// Helm checks that the name is free before it creates the chart's
@@ -111,7 +112,7 @@ func (m *Manager) install(ctx context.Context, d Target, complete bool) (int, er
 	})
 	if err != nil {
 		m.forgetCapabilities()
-		return 0, fmt.Errorf("cannot install release %s/%s: %w", d.Namespace, d.Name, d.Redact.Error(err))
+		return 0, wrote.mark(fmt.Errorf("cannot install release %s/%s: %w", d.Namespace, d.Name, d.Redact.Error(err)))
 	}
 	if len(d.Chart.CRDObjects()) > 0 && !in.SkipCRDs {
 		m.forgetAPIs() // Helm created them: the next chart may use them

@@ -29,12 +29,14 @@ import (
 // autox's own identity needs none: its permissions are the installation's.
 
 // preflight checks an install: the reinstall's dry run (Helm's server dry
-// run, then a dry-run create of every object and install hook), as the account.
+// run, then a dry-run create of every object and install hook), as the
+// account. Like the install, it goes on while discovery is partial: a new
+// release deletes nothing.
 func (m *Manager) preflight(ctx context.Context, d Target) error {
 	if m.as.IsZero() {
 		return nil
 	}
-	if err := m.dryRunInstall(ctx, d); err != nil {
+	if err := m.dryRunInstallWith(ctx, d, false); err != nil {
 		return m.refused("install", d.Namespace, d.Name, err)
 	}
 	return nil
@@ -134,7 +136,7 @@ func (m *Manager) preflightUninstall(ctx context.Context, cfg *action.Configurat
 }
 
 func (m *Manager) refused(operation, namespace, name string, err error) error {
-	return fmt.Errorf("cannot %s release %s/%s as %s: its dry run as that account fails, so nothing was changed: %w", operation, namespace, name, m.as, err)
+	return markNoWrite(fmt.Errorf("cannot %s release %s/%s as %s: its dry run as that account fails, so nothing was changed: %w", operation, namespace, name, m.as, err))
 }
 
 // withHooks is rel's manifest and its hooks of the given events.

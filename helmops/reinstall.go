@@ -43,9 +43,9 @@ func (m *Manager) Reinstall(ctx context.Context, d Target) (int, error) {
 			return 0, err // cut off during the dry run, which writes nothing
 		}
 		if partial := (*PartialDiscoveryError)(nil); errors.As(err, &partial) {
-			return 0, fmt.Errorf("cannot reinstall release %s/%s now; the running release is kept: %w", d.Namespace, d.Name, err)
+			return 0, markNoWrite(fmt.Errorf("cannot reinstall release %s/%s now; the running release is kept: %w", d.Namespace, d.Name, err))
 		}
-		return 0, fmt.Errorf("cannot reinstall release %s/%s: the new release does not render or validate; the running release is kept: %w", d.Namespace, d.Name, err)
+		return 0, markNoWrite(fmt.Errorf("cannot reinstall release %s/%s: the new release does not render or validate; the running release is kept: %w", d.Namespace, d.Name, err))
 	}
 	if err := notStarted(ctx, "reinstall", d.Namespace, d.Name); err != nil {
 		return 0, err
@@ -53,7 +53,9 @@ func (m *Manager) Reinstall(ctx context.Context, d Target) (int, error) {
 	if err := m.uninstall(ctx, d.Namespace, d.Name, d.Current, d.Redact, true, d.Policy); err != nil {
 		return 0, fmt.Errorf("cannot reinstall release %s/%s: the new release was not installed: %w", d.Namespace, d.Name, err)
 	}
-	return m.install(ctx, d, true)
+	// The old release is gone: whatever the install says, this wrote.
+	rev, err := m.install(ctx, d, true)
+	return rev, markWrote(err)
 }
 
 // dryRunInstall checks that d would install, writing nothing. Helm's install
@@ -67,7 +69,14 @@ func (m *Manager) Reinstall(ctx context.Context, d Target) (int, error) {
 // server-side dry-run create. An object of the running release answers
 // AlreadyExists, which the API server checks only after validating it.
 func (m *Manager) dryRunInstall(ctx context.Context, d Target) error {
-	in, cfg, err := m.newInstall(ctx, d, true)
+	return m.dryRunInstallWith(ctx, d, true)
+}
+
+// dryRunInstallWith is dryRunInstall; complete as for actionConfigFor: a
+// reinstall's dry run refuses a partial API list (it deletes), an install's
+// preflight does not (the install itself goes on without it).
+func (m *Manager) dryRunInstallWith(ctx context.Context, d Target, complete bool) error {
+	in, cfg, err := m.newInstall(ctx, d, complete)
 	if err != nil {
 		return err
 	}

@@ -29,9 +29,10 @@ func (m *Manager) RollbackWith(ctx context.Context, namespace, name string, curr
 	}
 	cfg, err := m.actionConfig(ctx, namespace, hide)
 	if err != nil {
-		return fmt.Errorf("cannot roll back release %s/%s: %w", namespace, name, err)
+		return markNoWrite(fmt.Errorf("cannot roll back release %s/%s: %w", namespace, name, err))
 	}
 	premise(cfg, namespace, name, current)
+	wrote := watchWrites(cfg)
 	if err := m.preflightRollback(ctx, cfg, namespace, name, toRevision, hide); err != nil {
 		return err
 	}
@@ -59,7 +60,7 @@ func (m *Manager) RollbackWith(ctx context.Context, namespace, name string, curr
 		return fmt.Errorf("rollback of release %s/%s to revision %d: %w", namespace, name, toRevision, err)
 	}
 	if err != nil {
-		return fmt.Errorf("cannot roll back release %s/%s to revision %d: %w", namespace, name, toRevision, hide.Error(err))
+		return wrote.mark(fmt.Errorf("cannot roll back release %s/%s to revision %d: %w", namespace, name, toRevision, hide.Error(err)))
 	}
 	return nil
 }

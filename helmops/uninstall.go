@@ -59,9 +59,10 @@ func (m *Manager) uninstall(ctx context.Context, namespace, name string, current
 	}
 	cfg, err := m.actionConfig(ctx, namespace, hide)
 	if err != nil {
-		return fmt.Errorf("cannot uninstall release %s/%s: %w", namespace, name, err)
+		return markNoWrite(fmt.Errorf("cannot uninstall release %s/%s: %w", namespace, name, err))
 	}
 	premise(cfg, namespace, name, current)
+	wrote := watchWrites(cfg)
 	if err := m.preflightUninstall(ctx, cfg, namespace, name, hide); err != nil {
 		return err
 	}
@@ -83,5 +84,5 @@ func (m *Manager) uninstall(ctx context.Context, namespace, name string, current
 	case errors.Is(err, errLeftRunning):
 		return fmt.Errorf("uninstall of release %s/%s: %w", namespace, name, err)
 	}
-	return fmt.Errorf("cannot uninstall release %s/%s: %w", namespace, name, hide.Error(err))
+	return wrote.mark(fmt.Errorf("cannot uninstall release %s/%s: %w", namespace, name, hide.Error(err)))
 }

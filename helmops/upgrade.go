@@ -22,9 +22,10 @@ func (m *Manager) Upgrade(ctx context.Context, d Target) (int, error) {
 	}
 	cfg, err := m.actionConfigFor(ctx, d.Namespace, d.Redact, true)
 	if err != nil {
-		return 0, fmt.Errorf("cannot upgrade release %s/%s: %w", d.Namespace, d.Name, err)
+		return 0, markNoWrite(fmt.Errorf("cannot upgrade release %s/%s: %w", d.Namespace, d.Name, err))
 	}
 	premise(cfg, d.Namespace, d.Name, d.Current)
+	wrote := watchWrites(cfg)
 	up := m.newUpgrade(cfg, d)
 	var rel *release.Release
 	err = m.untilDone(ctx, func() (err error) {
@@ -57,7 +58,7 @@ func (m *Manager) Upgrade(ctx context.Context, d Target) (int, error) {
 	})
 	if err != nil {
 		m.forgetCapabilities()
-		return 0, fmt.Errorf("cannot upgrade release %s/%s: %w", d.Namespace, d.Name, d.Redact.Error(err))
+		return 0, wrote.mark(fmt.Errorf("cannot upgrade release %s/%s: %w", d.Namespace, d.Name, d.Redact.Error(err)))
 	}
 	return rel.Version, nil
 }

@@ -37,6 +37,8 @@ type kubeClient struct {
 	// deleted, when set, records what the client is asked to delete (an
 	// uninstall's report of the objects it left: leftbehind.go).
 	deleted *deletions
+	// writes, when set, notes the client's writes (nowrite.go).
+	writes *writes
 	// refresh, when set, makes the shared discovery and REST mapping be
 	// read anew (Manager.forgetAPIs).
 	refresh func()
@@ -66,6 +68,7 @@ func (c kubeClient) Delete(resources kube.ResourceList, policy metav1.DeletionPr
 	if c.deleted != nil {
 		c.deleted.add(resources)
 	}
+	c.writes.note()
 	return c.Client.Delete(resources, policy)
 }
 

@@ -30,10 +30,25 @@ func TestMultiTeamOverlay(t *testing.T) {
 	objs := render(t, "overlays/multi-team")
 	dryRun(t, objs)
 	var deployment *unstructured.Unstructured
+	if _, err := cluster.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "autox"}}, metav1.CreateOptions{}); testenv.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
 	for _, o := range objs {
 		switch {
 		case o.GetKind() == "Deployment":
 			deployment = o
+		case o.GetKind() == "Role" || o.GetKind() == "RoleBinding":
+			// autox's own namespace: its Lease and records (for real, as below).
+			apply(t, o)
+			kind, name, ns := o.GetKind(), o.GetName(), o.GetNamespace()
+			t.Cleanup(func() {
+				rbac := cluster.Client.RbacV1()
+				if kind == "Role" {
+					_ = rbac.Roles(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+				} else {
+					_ = rbac.RoleBindings(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+				}
+			})
 		case o.GetKind() == "ClusterRole" || o.GetKind() == "ClusterRoleBinding":
 			// For real: the checks below ask the API server. Removed after,
 			// so that other tests see no grant of them.
@@ -81,6 +96,10 @@ func TestMultiTeamOverlay(t *testing.T) {
 		{autox, authzv1.ResourceAttributes{Verb: "impersonate", Resource: "serviceaccounts", Namespace: "team-a", Name: "team-a-deployer"}, true},
 		{autox, authzv1.ResourceAttributes{Verb: "impersonate", Resource: "serviceaccounts", Namespace: "kube-system", Name: "default"}, false},
 		{autox, authzv1.ResourceAttributes{Verb: "impersonate", Resource: "users", Name: "admin"}, false},
+		// The remediation records, in autox's own namespace (Role autox-leader-election).
+		{autox, authzv1.ResourceAttributes{Verb: "get", Resource: "configmaps", Namespace: "autox", Name: "autox-remediation"}, true},
+		{autox, authzv1.ResourceAttributes{Verb: "update", Resource: "configmaps", Namespace: "autox", Name: "autox-remediation"}, true},
+		{autox, authzv1.ResourceAttributes{Verb: "create", Resource: "configmaps", Namespace: "autox"}, true},
 		{autox, authzv1.ResourceAttributes{Verb: "impersonate", Resource: "groups", Name: "system:masters"}, false},
 		{deployer, authzv1.ResourceAttributes{Verb: "create", Resource: "configmaps", Namespace: "team-a"}, true},
 		{deployer, authzv1.ResourceAttributes{Verb: "create", Resource: "secrets", Namespace: "team-a"}, true},
@@ -130,6 +149,12 @@ func TestMultiTeamOverlay(t *testing.T) {
 	}
 	if _, err := client.CoreV1().ServiceAccounts("team-a").Get(ctx, "autox-deployer", metav1.GetOptions{}); err != nil {
 		t.Errorf("autox reads the default account: %v", err)
+	}
+	// It reads and writes its remediation records in its own namespace
+	// (attempts.Store, DESIGN §3): remediation works in this overlay.
+	records := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "autox-remediation"}}
+	if _, err := client.CoreV1().ConfigMaps("autox").Create(ctx, records, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("autox's create of its remediation records: %v", err)
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web"}}
 	if _, err := client.CoreV1().ConfigMaps("team-a").Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {

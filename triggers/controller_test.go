@@ -69,6 +69,16 @@ type harness struct {
 	// managed, if set, makes the record of managed namespaces the
 	// Reconciler keeps (else none).
 	managed func(*ConfigState) *ManagedSet
+	// home is autox's own namespace (the remediation records), made once.
+	home string
+}
+
+// homeNS is autox's own namespace in the harness, another than h.NS.
+func (h *harness) homeNS() string {
+	if h.home == "" {
+		h.home = cluster.Namespace(h.t)
+	}
+	return h.home
 }
 
 func newHarness(t *testing.T) *harness {
@@ -143,7 +153,7 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 		managed = h.managed(state)
 	}
 	rec := NewReconciler(ReconcilerOptions{Helm: writes, Charts: chartsource.LocalCharts{}, Triggers: reads, Sources: sources, Inventory: inv,
-		Attempts: attempts.Store{Client: cs, Instance: helm.Instance()}, State: state, Defaults: config.PolicyDefaults{Timeout: time.Minute, MaxHistory: 10}, Now: h.clock(),
+		Attempts: attempts.Store{Client: cs, Instance: helm.Instance(), Home: h.homeNS()}, State: state, Defaults: config.PolicyDefaults{Timeout: time.Minute, MaxHistory: 10}, Now: h.clock(),
 		Log: log, Metrics: m, Managed: managed})
 	ctrl = NewController(Options{Reconciler: rec, Inventory: inv, Metadata: meta, Records: records, Workers: 2, Resync: resync,
 		ShutdownTimeout: h.shutdown(), RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Backoff: h.backoff, Metrics: m, Log: log})

@@ -226,5 +226,5 @@ func exhausted(s plan.Step, err error) bool {
 	if s.Action == plan.ActionExhausted {
 		return true
 	}
-	return s.Retries != nil && s.Retries.Exhausted && (s.Action == plan.ActionRollback || s.Action == plan.ActionUninstall)
+	return s.Retries != nil && s.Retries.Remedy
 }

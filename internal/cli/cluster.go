@@ -92,6 +92,9 @@ type clusterDeps struct {
 	pageSize int64
 	// defaults are the policies of release specs that set none.
 	defaults config.PolicyDefaults
+	// home is autox's own namespace (--leader-election-namespace): the
+	// remediation records.
+	home string
 }
 
 // connect builds the clients of a command that talks to the cluster.
@@ -160,7 +163,8 @@ func (c *clusterFlags) clients(rc *rest.Config, log zerolog.Logger) (*clusterDep
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 	return &clusterDeps{rest: rc, helm: helm, inv: inv, meta: mc, mapper: mapper, client: cs, storageDriver: c.storageDriver, pageSize: c.listPageSize,
-		defaultServiceAccount: c.defaultServiceAccount, defaults: config.PolicyDefaults{Timeout: c.helmTimeout, MaxHistory: c.maxHistory}}, nil
+		defaultServiceAccount: c.defaultServiceAccount, defaults: config.PolicyDefaults{Timeout: c.helmTimeout, MaxHistory: c.maxHistory},
+		home: c.leaderElectionNamespace}, nil
 }
 
 // reconciler is what builds the one kind of Reconciler that run and plan
@@ -171,7 +175,7 @@ func (d *clusterDeps) reconciler(state *triggers.ConfigState, charts chartsource
 	return triggers.ReconcilerOptions{
 		Helm: d.helm, Charts: charts, Triggers: observe.TriggerReader{Client: d.meta, Mapper: d.mapper, PageSize: d.pageSize}, Inventory: d.inv,
 		Sources:  d.sources(),
-		Attempts: attempts.Store{Client: d.client, Instance: d.helm.Instance()},
+		Attempts: attempts.Store{Client: d.client, Instance: d.helm.Instance(), Home: d.home},
 		State:    state, Defaults: d.defaults, Log: log, DefaultServiceAccount: d.defaultServiceAccount,
 	}
 }

@@ -225,7 +225,11 @@ func (a *Applier) step(ctx context.Context, p plan.Plan, s plan.Step) error {
 func (a *Applier) write(ctx context.Context, p plan.Plan, s plan.Step) (int, error) {
 	h, err := a.helmFor(ctx, s)
 	if err != nil {
-		return 0, err
+		// The account is missing or unreadable: nothing was sent as it.
+		return 0, fmt.Errorf("%w: %w", errNoAttempt, err)
+	}
+	if err := a.beginRemedy(ctx, s); err != nil {
+		return 0, fmt.Errorf("%w: %w", errNoAttempt, err)
 	}
 	switch s.Action {
 	case plan.ActionUninstall:
@@ -254,6 +258,9 @@ func (a *Applier) install(ctx context.Context, h Helm, p plan.Plan, s plan.Step)
 	d, err := a.desired(ctx, p, s)
 	if err != nil {
 		return 0, err
+	}
+	if err := a.begin(ctx, s); err != nil {
+		return 0, fmt.Errorf("%w: %w", errNoAttempt, err)
 	}
 	switch s.Action {
 	case plan.ActionInstall:

@@ -55,5 +55,5 @@ func (c *attemptCache) of(ctx context.Context, o *plan.Observation, id string, r
 	if !ok || e.Spec != o.Spec || e.ReleaseSpec != id || e.Object != o.Object.String() {
 		return nil, nil // none, or another release spec's of an earlier name: not this one's
 	}
-	return &plan.Attempts{Fingerprint: e.Fingerprint, Failures: e.Failures}, nil
+	return &plan.Attempts{Fingerprint: e.Fingerprint, Failures: e.Failures, Remedied: e.Remedied}, nil
 }

@@ -19,6 +19,8 @@ import (
 type Attempts struct {
 	Fingerprint string
 	Failures    int
+	// Remedied says onFailure's remedy was started for Fingerprint.
+	Remedied bool
 }
 
 // Retries is where a release spec's bounded attempts stand for its step
@@ -28,6 +30,13 @@ type Retries struct {
 	// install; Exhausted says they exceed the retries.
 	Failures  int
 	Exhausted bool
+	// Remedied says onFailure's remedy (rollback, uninstall) was started
+	// for this fingerprint: one remedy per desired state, then exhausted
+	// until the config, the chart or the trigger changes.
+	Remedied bool
+	// Remedy says the step is onFailure's remedy (its rollback or
+	// uninstall), which applying records as started before it runs.
+	Remedy bool
 	// Fingerprint names what the step would install and how (Fingerprint);
 	// Recorded says attempts are recorded for the release, for this or an
 	// older fingerprint; Forget says the record goes (the trigger is not
@@ -83,11 +92,19 @@ func remediate(s *Step, rs *config.ReleaseSpec, ro ReleaseSpecObservation, rel *
 	}
 	r.Fingerprint = Fingerprint(s.Desired.Digest, rs)
 	if ro.Attempts != nil && ro.Attempts.Fingerprint == r.Fingerprint {
-		r.Failures = ro.Attempts.Failures
+		r.Failures, r.Remedied = ro.Attempts.Failures, ro.Attempts.Remedied
 	}
 	r.Exhausted = r.Failures > retries
 	if s.Action == ActionNone && s.State == ReleaseInSync {
 		r.Forget = r.Recorded // in sync, whoever made it so
+		return
+	}
+	if r.Exhausted && r.Remedied && s.State == ReleaseStaleUpgrade && s.Action == ActionRollback {
+		// The remedy was left pending (its hook never completed): its
+		// recovery is the same rollback again, with the same hook.
+		s.Pending, s.Action = s.Action, ActionExhausted
+		s.Reason = fmt.Sprintf("retries used up and onFailure %s already ran for this config, chart and trigger; the release it left pending is not recovered again until one of them changes; otherwise: %s (%s)",
+			onFailure, s.Pending, s.Reason)
 		return
 	}
 	if !r.Exhausted || !forward(s.Action) {
@@ -95,17 +112,34 @@ func remediate(s *Step, rs *config.ReleaseSpec, ro ReleaseSpecObservation, rel *
 	}
 	used := fmt.Sprintf("retries used up: %d failed attempts of this config, chart and trigger (retries %d)", r.Failures, retries)
 	switch {
+	case r.Remedied && onFailure != config.OnFailureKeep:
+		// A remedy that did not bring the release back (its hook fails, it
+		// was cut off) is not repeated at every backoff.
+		s.Pending, s.Action = s.Action, ActionExhausted
+		s.Reason = fmt.Sprintf("%s; onFailure %s already ran for this config, chart and trigger%s; no further attempt nor remedy until the config, the chart or the trigger changes; otherwise: %s (%s)",
+			used, onFailure, remediedNote(s.State), s.Pending, s.Reason)
 	case onFailure == config.OnFailureRollback && s.State == ReleaseFailedAfterDeployed && rel.LastDeployedRevision > 0:
-		s.Action, s.RollbackTo = ActionRollback, rel.LastDeployedRevision
+		s.Action, s.RollbackTo, r.Remedy = ActionRollback, rel.LastDeployedRevision, true
 		s.Reason = fmt.Sprintf("%s; onFailure rollback: back to revision %d, the last deployed", used, rel.LastDeployedRevision)
 	case onFailure == config.OnFailureUninstall && s.State == ReleaseFailedNeverDeployed && !rel.DeployedBefore && rel.LastDeployedRevision == 0:
-		s.Action = ActionUninstall
+		s.Action, r.Remedy = ActionUninstall, true
 		s.Reason = used + "; onFailure uninstall: the release was never deployed"
 	default:
 		s.Pending, s.Action = s.Action, ActionExhausted
 		s.Reason = fmt.Sprintf("%s; onFailure %s%s; no further attempt until the config, the chart or the trigger changes; otherwise: %s (%s)",
 			used, onFailure, remedyNote(onFailure, s.State), s.Pending, s.Reason)
 	}
+}
+
+// remediedNote says where a release in state stands after its remedy ran.
+func remediedNote(state ReleaseState) string {
+	switch state {
+	case ReleaseInSync, ReleaseOutOfSync:
+		return ", the release runs its last deployed revision"
+	case ReleaseAbsent:
+		return ", no release"
+	}
+	return " and did not bring the release back: it is left as it is"
 }
 
 // remedyNote says why onFailure did nothing (more) for a release in state.

@@ -155,6 +155,7 @@ func (s Step) MarshalJSON() ([]byte, error) {
 		OnFailure string `json:"onFailure"`
 		Failures  int    `json:"failures"`
 		Exhausted bool   `json:"exhausted,omitempty"`
+		Remedied  bool   `json:"remedied,omitempty"`
 	}
 	type policies struct {
 		Timeout      string       `json:"timeout,omitempty"`
@@ -175,7 +176,7 @@ func (s Step) MarshalJSON() ([]byte, error) {
 		if retries, limited := s.Policy.Retries(); limited {
 			p.Remediation = &remediation{Retries: retries, OnFailure: s.Policy.Remediation.OnFailure}
 			if s.Retries != nil {
-				p.Remediation.Failures, p.Remediation.Exhausted = s.Retries.Failures, s.Retries.Exhausted
+				p.Remediation.Failures, p.Remediation.Exhausted, p.Remediation.Remedied = s.Retries.Failures, s.Retries.Exhausted, s.Retries.Remedied
 			}
 		}
 		if p.Timeout != "" || p.Wait || p.WaitForJobs || p.DisableHooks || p.CRDs != "" || p.MaxHistory != 0 ||
