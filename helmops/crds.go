@@ -38,8 +38,12 @@ func (m *Manager) applyCRDs(cfg *action.Configuration, ch *chart.Chart, replace 
 		}
 		for _, info := range infos {
 			helper := resource.NewHelper(info.Client, info.Mapping)
-			writesOf(cfg).note() // a CRD written is a write of the operation (nowrite.go)
+			// A CRD written is a write of the operation (nowrite.go); one
+			// that exists and is left alone is none.
 			_, err := helper.Create(info.Namespace, true, info.Object)
+			if !apierrors.IsAlreadyExists(err) || replace {
+				writesOf(cfg).note()
+			}
 			switch {
 			case err == nil:
 			case apierrors.IsAlreadyExists(err) && replace:

@@ -244,18 +244,40 @@ func (c *DriftChecker) Objects(ctx context.Context, t DriftTarget) ([]drift.Obje
 	return out, nil
 }
 
-// record reads and checks the record of t's revision.
-func (c *DriftChecker) record(ctx context.Context, cl *driftClients, t DriftTarget) (*release.Release, error) {
-	key := fmt.Sprintf("sh.helm.release.v1.%s.v%d", t.Name, t.Revision)
+// recordsOf is the storage driver of the records of t's namespace.
+func (c *DriftChecker) recordsOf(cl *driftClients, t DriftTarget) driver.Driver {
 	discard := slog.New(slog.DiscardHandler).Handler()
-	var d driver.Driver
 	if c.m.opts.StorageDriver == DriverConfigMap {
 		cm := driver.NewConfigMaps(cl.records.CoreV1().ConfigMaps(t.Namespace))
 		cm.SetLogger(discard)
-		d = cm
-	} else {
-		d = newSecretRecords(cl.records.CoreV1().Secrets(t.Namespace), discard)
+		return cm
 	}
+	return newSecretRecords(cl.records.CoreV1().Secrets(t.Namespace), discard)
+}
+
+// noNewer fails unless the release has no record of the revision after
+// t's, read just before a correction: one that exists (an upgrade running,
+// or done since t.Revision was read) or cannot be read stops it.
+func (c *DriftChecker) noNewer(ctx context.Context, cl *driftClients, t DriftTarget) error {
+	d := c.recordsOf(cl, t)
+	next := t.Revision + 1
+	err := c.m.untilDone(ctx, func() error {
+		_, err := d.Get(recordKey(t.Name, next))
+		return err
+	})
+	switch {
+	case errors.Is(err, driver.ErrReleaseNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("not corrected: cannot read whether release %s/%s has a revision %d: %w", t.Namespace, t.Name, next, err)
+	}
+	return fmt.Errorf("not corrected: release %s/%s has a revision %d newer than the checked revision %d", t.Namespace, t.Name, next, t.Revision)
+}
+
+// record reads and checks the record of t's revision.
+func (c *DriftChecker) record(ctx context.Context, cl *driftClients, t DriftTarget) (*release.Release, error) {
+	key := recordKey(t.Name, t.Revision)
+	d := c.recordsOf(cl, t)
 	// Helm's drivers take no context: the read is waited for until ctx
 	// ends only (untilDone).
 	var r helmrelease.Releaser
@@ -324,6 +346,13 @@ func (c *DriftChecker) checkObject(ctx context.Context, cl *driftClients, t Drif
 		return od
 	}
 	if err := ctx.Err(); err != nil {
+		od.CorrectErr = err
+		return od
+	}
+	// Revision t.Revision stays deployed while an upgrade to the next one
+	// applies its objects: a correction then would put back what that
+	// upgrade just wrote, or re-create an object it removed.
+	if err := c.noNewer(ctx, cl, t); err != nil {
 		od.CorrectErr = err
 		return od
 	}

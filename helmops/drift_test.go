@@ -532,3 +532,37 @@ func TestDriftConfigMapRecords(t *testing.T) {
 		t.Error("a revision without a record was checked")
 	}
 }
+
+// TestDriftNewerRevision: revision 1 is still deployed while an upgrade to
+// revision 2 applies its objects; a check of revision 1 then reports the
+// drift but corrects nothing (it would put back what the upgrade wrote),
+// and corrects once no newer revision exists.
+func TestDriftNewerRevision(t *testing.T) {
+	m, ns := driftScene(t)
+	c := m.NewDriftChecker(DriftOptions{})
+	ctx := context.Background()
+	rec, err := cluster.Client.CoreV1().Secrets(ns).Get(ctx, "sh.helm.release.v1.d.v1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.d.v2", Labels: rec.Labels}, Type: rec.Type, Data: rec.Data}
+	next.Labels["version"] = "2"
+	next.Labels["status"] = common.StatusPendingUpgrade.String()
+	if _, err := cluster.Client.CoreV1().Secrets(ns).Create(ctx, next, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	scale(t, ns, 3)
+	d := object(t, checkDrift(t, c, ns, correct, false), "Deployment")
+	if d.Corrected || d.CorrectErr == nil || !strings.Contains(d.CorrectErr.Error(), "revision 2") {
+		t.Errorf("corrected under a newer revision: %+v", d)
+	}
+	if r := *deployment(t, ns).Spec.Replicas; r != 3 {
+		t.Errorf("replicas = %d, want 3 (not corrected)", r)
+	}
+	if err := cluster.Client.CoreV1().Secrets(ns).Delete(ctx, next.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if d := object(t, checkDrift(t, c, ns, correct, false), "Deployment"); !d.Corrected || d.CorrectErr != nil {
+		t.Errorf("not corrected without a newer revision: %+v", d)
+	}
+}

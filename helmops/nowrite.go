@@ -116,10 +116,16 @@ func (w *writes) note() {
 }
 
 // mark marks err, the error of the operation w watched, as nothing
-// written when nothing was; an operation left running may write yet.
+// written when nothing was, and as written when something was: a refusal
+// after a write (a premise that changed when an upgrade prunes, after it
+// wrote the chart's CRDs) is no longer "nothing written". An operation left
+// running may write yet: its error stays unmarked (taken as written).
 func (w *writes) mark(err error) error {
-	if err == nil || w == nil || w.any.Load() || errors.Is(err, errLeftRunning) {
+	if err == nil || w == nil || errors.Is(err, errLeftRunning) {
 		return err
+	}
+	if w.any.Load() {
+		return markWrote(err)
 	}
 	return markNoWrite(err)
 }
@@ -163,9 +169,14 @@ func (r *recordWrites) Update(key string, rls helmrelease.Releaser) error {
 	return r.Driver.Update(key, rls)
 }
 
+// Delete notes a write unless the premise refused it before it was sent
+// (premised.Delete's re-check: nothing deleted).
 func (r *recordWrites) Delete(key string) (helmrelease.Releaser, error) {
-	r.w.note()
-	return r.Driver.Delete(key)
+	rls, err := r.Driver.Delete(key)
+	if changed := (*ChangedError)(nil); !errors.As(err, &changed) {
+		r.w.note()
+	}
+	return rls, err
 }
 
 // The kube client's writes (kubeClient in waiter.go carries writes).

@@ -106,3 +106,23 @@ func assertWrote(t *testing.T, what string, err error, wrote bool) {
 		t.Errorf("%s, wrapped: WroteNothing = %v, want %v", what, !got, !wrote)
 	}
 }
+
+// TestMarkAfterAWrite: an operation that wrote (the chart's CRDs) and was
+// then refused by a premise that changed (an upgrade's pruning) wrote: its
+// attempt counts. One that wrote nothing before the same refusal did not.
+func TestMarkAfterAWrite(t *testing.T) {
+	refused := func() error {
+		return fmt.Errorf("cannot upgrade release ns/web: %w", &ChangedError{Namespace: "ns", Name: "web", Decided: 3, Newest: 4})
+	}
+	wrote := &writes{}
+	wrote.note()
+	if WroteNothing(wrote.mark(refused())) {
+		t.Error("a refusal after a write counts as nothing written")
+	}
+	if !WroteNothing((&writes{}).mark(refused())) {
+		t.Error("a refusal before any write counts as written")
+	}
+	if WroteNothing((&writes{}).mark(fmt.Errorf("x: %w", errLeftRunning))) {
+		t.Error("an operation left running counts as nothing written")
+	}
+}
