@@ -46,6 +46,9 @@ type Options struct {
 	// refused, with gate, is called when the gate refuses the Lease: it
 	// ends the campaign, which waits for room before it campaigns again.
 	refused func()
+	// guard, for the one Lease of --shards 1 (Run), refuses to take it
+	// while a shard Lease is held; nil: always.
+	guard *shardsGuard
 }
 
 // Lead does one term's work. It must return soon after ctx ends: when the
@@ -75,6 +78,7 @@ func Run(ctx context.Context, opts Options, lead Lead) error {
 		return err
 	}
 	log := opts.Log.With().Str("identity", id).Str("lease", opts.Namespace+"/"+opts.Name).Logger()
+	opts.guard = newShardsGuard(opts)
 	for ctx.Err() == nil {
 		lost, err := campaign(ctx, opts, id, log, lead)
 		if err != nil || !lost {
@@ -119,7 +123,7 @@ func campaign(ctx context.Context, opts Options, id string, log zerolog.Logger, 
 			Client:     opts.Client.CoordinationV1(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 		},
-		term: term, renewDeadline: opts.RenewDeadline, gate: opts.gate, refused: opts.refused,
+		term: term, renewDeadline: opts.RenewDeadline, gate: opts.gate, refused: opts.refused, guard: opts.guard,
 	}
 	defer lock.stopWatchdog()
 	// Runs last: the share goes back once the Lease is released.
@@ -219,6 +223,7 @@ type watchedLock struct {
 	// says it has let it, until the campaign ends.
 	gate     *shareGate
 	refused  func()
+	guard    *shardsGuard
 	reserved bool
 }
 
@@ -251,6 +256,21 @@ func (l *watchedLock) acquiring() (undo func(), err error) {
 	}, nil
 }
 
+// guarded asks the guard before a write that would take the Lease (not a
+// renewal: a leader's term is never cut by it).
+func (l *watchedLock) guarded(ctx context.Context) error {
+	if l.guard == nil {
+		return nil
+	}
+	l.mu.Lock()
+	leading := l.leading
+	l.mu.Unlock()
+	if leading {
+		return nil
+	}
+	return l.guard.check(ctx)
+}
+
 func (l *watchedLock) giveBack() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -275,6 +295,9 @@ func (l *watchedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionReco
 }
 
 func (l *watchedLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	if err := l.guarded(ctx); err != nil {
+		return err
+	}
 	undo, err := l.acquiring()
 	if err != nil {
 		return err
@@ -308,6 +331,9 @@ func (l *watchedLock) Update(ctx context.Context, rec resourcelock.LeaderElectio
 	undo := func() {}
 	if rec.HolderIdentity == l.Identity() {
 		var err error
+		if err = l.guarded(ctx); err != nil {
+			return err
+		}
 		if undo, err = l.acquiring(); err != nil {
 			return err
 		}

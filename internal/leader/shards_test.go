@@ -192,3 +192,32 @@ func TestShardCountChangeWaitsForTheOldWriters(t *testing.T) {
 	}
 	stopOther()
 }
+
+// TestSingleLeaderWaitsForShardHolders: a replica started with --shards 1
+// while a sharded replica still holds its shards (a rolling change from N to
+// 1) does not take the one Lease, and so writes nothing, until the shard
+// Leases are released; then it leads.
+func TestSingleLeaderWaitsForShardHolders(t *testing.T) {
+	ns := cluster.Namespace(t)
+	opts := options(ns)
+	sharded := newShardTerms(t)
+	stopSharded := runShards(t, opts, 3, sharded.lead("old"))
+	testenv.Eventually(t, patience, "the sharded replica holding every shard", func() (bool, error) { return sharded.held()["old"] == 3, nil })
+
+	single := &terms{hold: make(chan struct{}), started1: make(chan struct{})}
+	close(single.hold)
+	ctx, cancel := context.WithCancel(context.Background())
+	singleDone := make(chan error, 1)
+	go func() { singleDone <- Run(ctx, opts, single.lead) }()
+	// Several of its retry periods and lease durations: it takes nothing.
+	time.Sleep(4 * opts.LeaseDuration)
+	if n := single.n(); n != 0 {
+		t.Errorf("a replica without shards led %d terms while shard Leases were held", n)
+	}
+	stopSharded()
+	testenv.Eventually(t, patience, "the single leader leading once the shards are released", func() (bool, error) { return single.n() == 1, nil })
+	cancel()
+	if err := <-singleDone; err != nil {
+		t.Fatal(err)
+	}
+}
