@@ -230,7 +230,9 @@ func (l *Loop) refresh(ctx context.Context) {
 	for k := range keys {
 		list = append(list, k)
 	}
-	sort.Slice(list, func(i, j int) bool { return list[i].GVR.String()+list[i].Namespace < list[j].GVR.String()+list[j].Namespace })
+	sort.Slice(list, func(i, j int) bool {
+		return list[i].GVR.String()+list[i].Namespace < list[j].GVR.String()+list[j].Namespace
+	})
 	l.set.Sync(ctx, list)
 }
 
