@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/autox-dev/autox/helmops"
@@ -38,6 +40,16 @@ type Checker interface {
 	Objects(ctx context.Context, t helmops.DriftTarget) ([]drift.ObjectRef, error)
 }
 
+// Target is one release to check: the check's target and what names the
+// release's trigger object (for its Events).
+type Target struct {
+	helmops.DriftTarget
+	// Spec is the release's spec; ObjectNamespace and ObjectName its
+	// trigger object for a selector spec's release ("" for a named spec's).
+	Spec                        string
+	ObjectNamespace, ObjectName string
+}
+
 // Options configure a Loop.
 type Options struct {
 	Checker  Checker
@@ -46,11 +58,16 @@ type Options struct {
 	// Source names the releases to check now: in sync, not locked, newest
 	// revision deployed, this instance's, drift warn or correct. It is read
 	// every Refresh.
-	Source func(ctx context.Context) ([]helmops.DriftTarget, error)
+	Source func(ctx context.Context) ([]Target, error)
 	// Busy, if set, says a release is being operated on: its check waits.
 	Busy func(namespace, name string) bool
 	// Report hears every check that ran (report non-nil) or failed (err).
-	Report func(t helmops.DriftTarget, rep *helmops.DriftReport, err error)
+	Report func(t Target, rep *helmops.DriftReport, err error)
+	// Events, if set, records the checks' Events on the object Ref names
+	// (nil: no Event); Metrics, if set, counts them.
+	Events  record.EventRecorder
+	Ref     func(Target) *corev1.ObjectReference
+	Metrics *Metrics
 	// Workers checks run at once (default 2).
 	Workers int
 	// Coalesce is how long a change waits so that changes of one release
@@ -79,7 +96,7 @@ type objKey struct {
 
 // entry is one release the loop checks.
 type entry struct {
-	target   helmops.DriftTarget
+	target   Target
 	objects  map[objKey]drift.ObjectRef
 	nextFull time.Time
 	changed  map[drift.ObjectRef]bool
@@ -94,6 +111,9 @@ type Loop struct {
 	mu       sync.Mutex
 	releases map[string]*entry
 	owners   map[objKey]map[string]bool // object -> release keys
+	// drifted holds the releases whose last check left drift in place
+	// (what this loop adds to autox_drifted_releases).
+	drifted map[string]bool
 }
 
 // New returns a Loop of opts.
@@ -116,7 +136,7 @@ func New(o Options) *Loop {
 	if o.RetryMax <= 0 {
 		o.RetryMax = 5 * time.Minute
 	}
-	l := &Loop{o: o, releases: map[string]*entry{}, owners: map[objKey]map[string]bool{}}
+	l := &Loop{o: o, releases: map[string]*entry{}, owners: map[objKey]map[string]bool{}, drifted: map[string]bool{}}
 	l.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.RetryBase, o.RetryMax),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: ""})
@@ -134,6 +154,11 @@ func (l *Loop) Run(ctx context.Context) error {
 		l.queue.ShutDown()
 		wg.Wait()
 		l.set.Stop()
+		l.mu.Lock()
+		for k := range l.drifted {
+			l.setDrifted(k, false)
+		}
+		l.mu.Unlock()
 	}()
 	for i := 0; i < l.o.Workers; i++ {
 		wg.Add(1)
@@ -164,7 +189,7 @@ func (l *Loop) refresh(ctx context.Context) {
 		return
 	}
 	now := time.Now()
-	want := map[string]helmops.DriftTarget{}
+	want := map[string]Target{}
 	for _, t := range targets {
 		if t.Policy.Enabled() {
 			want[releaseKey(t.Namespace, t.Name)] = t
@@ -176,7 +201,7 @@ func (l *Loop) refresh(ctx context.Context) {
 			l.drop(k, e)
 		}
 	}
-	var learn []helmops.DriftTarget
+	var learn []Target
 	for k, t := range want {
 		if e, ok := l.releases[k]; ok && e.target.Revision == t.Revision {
 			e.target = t // a policy change applies at the next check
@@ -186,7 +211,7 @@ func (l *Loop) refresh(ctx context.Context) {
 	}
 	l.mu.Unlock()
 	for _, t := range learn {
-		refs, err := l.o.Checker.Objects(ctx, t)
+		refs, err := l.o.Checker.Objects(ctx, t.DriftTarget)
 		if err != nil {
 			l.o.Log.Warn().Err(err).Str("release", releaseKey(t.Namespace, t.Name)).Msg("drift: cannot read the release's objects")
 			continue
@@ -245,6 +270,57 @@ func (l *Loop) drop(k string, e *entry) {
 		}
 	}
 	delete(l.releases, k)
+	l.setDrifted(k, false)
+}
+
+// setDrifted records whether release k has drift left (l.mu held).
+func (l *Loop) setDrifted(k string, drifted bool) {
+	if l.drifted[k] == drifted {
+		return
+	}
+	if drifted {
+		l.drifted[k] = true
+	} else {
+		delete(l.drifted, k)
+	}
+	if l.o.Metrics != nil {
+		d := 1.0
+		if !drifted {
+			d = -1
+		}
+		l.o.Metrics.drifted.Add(d)
+	}
+}
+
+// report tells of one check: the Report hook, Events, metrics and logs.
+func (l *Loop) report(k string, t Target, rep *helmops.DriftReport, err error) {
+	if l.o.Report != nil {
+		l.o.Report(t, rep, err)
+	}
+	l.o.Metrics.count(rep, err)
+	log := l.o.Log.With().Str("release", k).Logger()
+	if err != nil {
+		log.Warn().Err(err).Msg("drift check failed; retrying later")
+		return
+	}
+	for _, o := range rep.Failed() {
+		log.Warn().Err(o.CheckErr).Str("object", o.Object.String()).Msg("drift check of an object failed; retrying later")
+	}
+	l.mu.Lock()
+	if l.releases[k] != nil {
+		l.setDrifted(k, outstanding(rep))
+	}
+	l.mu.Unlock()
+	var ref *corev1.ObjectReference
+	if l.o.Events != nil && l.o.Ref != nil {
+		ref = l.o.Ref(t)
+	}
+	for _, e := range Events(t, rep) {
+		log.Info().Str("reason", e.Reason).Msg(e.Message)
+		if ref != nil {
+			l.o.Events.Event(ref, e.Type, e.Reason, e.Message)
+		}
+	}
 }
 
 // spread is a stable offset of release k within period, so that the
@@ -308,13 +384,11 @@ func (l *Loop) next(ctx context.Context) bool {
 	}
 	l.mu.Unlock()
 
-	rep, err := l.o.Checker.Check(ctx, t)
-	if l.o.Report != nil {
-		l.o.Report(t, rep, err)
-	}
+	rep, err := l.o.Checker.Check(ctx, t.DriftTarget)
 	if ctx.Err() != nil {
-		return true
+		return true // the term ended: its checks say nothing
 	}
+	l.report(k, t, rep, err)
 	if err != nil || (rep != nil && len(rep.Failed()) > 0) {
 		// Retry the whole release: the failed objects are checked again.
 		l.mu.Lock()

@@ -5,21 +5,28 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 	"helm.sh/helm/v4/pkg/release/common"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
@@ -100,7 +107,15 @@ func replicas(t *testing.T, ns string) int32 {
 // waits for the watch's start.
 func TestWatchCorrects(t *testing.T) {
 	m, ns, mc := scene(t)
-	target := helmops.DriftTarget{Namespace: ns, Name: "d", Revision: 1, Policy: &config.Drift{Mode: config.DriftCorrect}}
+	target := Target{DriftTarget: helmops.DriftTarget{Namespace: ns, Name: "d", Revision: 1, Policy: &config.Drift{Mode: config.DriftCorrect}}}
+	events := record.NewBroadcaster()
+	defer events.Shutdown()
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cluster.Client.CoreV1().Events("")})
+	recorder := events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"})
+	metrics, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
 	var (
 		mu      sync.Mutex
 		reports []*helmops.DriftReport
@@ -108,14 +123,18 @@ func TestWatchCorrects(t *testing.T) {
 	)
 	l := New(Options{
 		Checker: m.NewDriftChecker(helmops.DriftOptions{}), Metadata: mc, Mapper: mapper(t),
-		Source:   func(context.Context) ([]helmops.DriftTarget, error) { return []helmops.DriftTarget{target}, nil },
+		Source:   func(context.Context) ([]Target, error) { return []Target{target}, nil },
 		Coalesce: 100 * time.Millisecond, Period: time.Hour, Refresh: time.Hour,
-		Report: func(_ helmops.DriftTarget, rep *helmops.DriftReport, err error) {
+		Report: func(_ Target, rep *helmops.DriftReport, err error) {
 			mu.Lock()
 			defer mu.Unlock()
 			reports, errs = append(reports, rep), append(errs, err)
 		},
-		Log: zerolog.Nop(),
+		Events: recorder, Ref: func(Target) *corev1.ObjectReference {
+			return &corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "trigger"}
+		},
+		Metrics: metrics,
+		Log:     zerolog.Nop(),
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
@@ -157,6 +176,37 @@ func TestWatchCorrects(t *testing.T) {
 	}
 	if r, err := m.Lookup(context.Background(), ns, "d"); err != nil || r.Revision != 1 || r.Status != common.StatusDeployed {
 		t.Errorf("release = %+v, %v; want revision 1 deployed", r, err)
+	}
+	if got := testutil.ToFloat64(metrics.corrections.WithLabelValues(resultCorrected)); got != 1 {
+		t.Errorf("autox_drift_corrections_total{result=corrected} = %v", got)
+	}
+	if got := testutil.ToFloat64(metrics.drifted); got != 0 {
+		t.Errorf("autox_drifted_releases = %v after the correction", got)
+	}
+	for {
+		list, err := cluster.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found *corev1.Event
+		for i, e := range list.Items {
+			if strings.Contains(e.Message, "s3cr3t") {
+				t.Fatalf("an Event holds the Secret's value: %s", e.Message)
+			}
+			if e.Reason == EventCorrected {
+				found = &list.Items[i]
+			}
+		}
+		if found != nil {
+			if found.InvolvedObject.Name != "trigger" || !strings.Contains(found.Message, "/spec/replicas") || !strings.Contains(found.Message, ns+"/d") {
+				t.Errorf("Event %s: %q on %+v", found.Reason, found.Message, found.InvolvedObject)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no DriftCorrected Event")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
