@@ -26,6 +26,9 @@ import (
 // through the record index: no request while the index is synced.
 func (c *Controller) DriftTargets(ctx context.Context) ([]driftwatch.Target, error) {
 	cfg := c.Config()
+	if !driftOn(cfg) {
+		return nil, nil // drift off everywhere: not even a read
+	}
 	recs, err := c.opts.Inventory.Managed(ctx, c.state.GCNamespaces())
 	var nsErr *helmops.NamespacesError
 	if err != nil && !errors.As(err, &nsErr) {
@@ -113,4 +116,16 @@ func (c *Controller) DriftRef(mapper meta.RESTMapper) func(driftwatch.Target) *c
 		}
 		return ref
 	}
+}
+
+// driftOn says whether any release spec of cfg has drift on.
+func driftOn(cfg *config.Config) bool {
+	for _, s := range cfg.Specs {
+		for _, rs := range s.ReleaseSpecs {
+			if rs.Drift.Enabled() {
+				return true
+			}
+		}
+	}
+	return false
 }
