@@ -188,6 +188,7 @@ func (l *Loop) refresh(ctx context.Context) {
 		l.o.Log.Warn().Err(err).Msg("drift: cannot list the releases to check")
 		return
 	}
+	l.o.Log.Debug().Int("releases", len(targets)).Msg("drift: releases to check")
 	now := time.Now()
 	want := map[string]Target{}
 	for _, t := range targets {
