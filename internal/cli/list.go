@@ -44,13 +44,15 @@ type listedRelease struct {
 	// Shard is the shard the release is in (from its labels), with
 	// --shards > 1 only.
 	Shard *int `json:"shard,omitempty"`
+	// Drift is what --drift found (read-only), nil without it.
+	Drift *listDrift `json:"drift,omitempty"`
 }
 
 func newListCommand(version string) *cobra.Command {
 	var (
 		cf                      clusterFlags
 		path, output, namespace string
-		orphans                 bool
+		orphans, withDrift      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "list --config FILE",
@@ -94,7 +96,11 @@ func newListCommand(version string) *cobra.Command {
 			}
 			// Some namespaces or releases could not be read: list the
 			// others, then fail.
-			if perr := printRows(cmd.OutOrStdout(), output, withShards(shard.Count(cf.shards), listRows(cfg, deps.helm.Instance(), rels, orphans, cf.defaultServiceAccount), rels)); perr != nil {
+			rows := withShards(shard.Count(cf.shards), listRows(cfg, deps.helm.Instance(), rels, orphans, cf.defaultServiceAccount), rels)
+			if withDrift {
+				addDrift(cmd.Context(), deps.helm.NewDriftChecker(helmops.DriftOptions{}), cfg, rows, rels)
+			}
+			if perr := printRows(cmd.OutOrStdout(), output, rows); perr != nil {
 				return &exitError{1, perr}
 			}
 			if err = errors.Join(recordErr, err); err != nil {
@@ -109,6 +115,7 @@ func newListCommand(version string) *cobra.Command {
 	fs.StringVarP(&output, "output", "o", "table", "output format: table or json")
 	fs.StringVarP(&namespace, "namespace", "n", "", "only this namespace (one of the config's, or one recorded as managed)")
 	fs.BoolVar(&orphans, "orphans", false, "only releases the config no longer wants")
+	fs.BoolVar(&withDrift, "drift", false, "check each release's objects for drift (read-only, as drift warn mode: never corrects)")
 	return cmd
 }
 

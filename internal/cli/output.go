@@ -82,6 +82,10 @@ func printRows(w io.Writer, output string, rows []listedRelease) error {
 	}
 	header := "NAMESPACE\tRELEASE\tSPEC\tRELEASE SPEC\tOBJECT\tCHART\tVERSION\tREVISION\tSTATUS\tUPDATED\tORPHAN\tRUNS AS\tCHART TRUST\tSUSPENDED"
 	sharded := len(rows) > 0 && rows[0].Shard != nil
+	drifts := len(rows) > 0 && rows[0].Drift != nil
+	if drifts {
+		header += "\tDRIFT"
+	}
 	if sharded {
 		header = "SHARD\t" + header
 	}
@@ -90,9 +94,13 @@ func printRows(w io.Writer, output string, rows []listedRelease) error {
 		if sharded {
 			fmt.Fprintf(tw, "%d\t", *r.Shard)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%v\t%s\t%s\t%s\n", r.Namespace, r.Release, r.Spec, r.ReleaseSpec, orDash(r.Object),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%v\t%s\t%s\t%s", r.Namespace, r.Release, r.Spec, r.ReleaseSpec, orDash(r.Object),
 			r.Chart, r.ChartVersion, r.Revision, r.Status, r.Updated.Format(time.RFC3339), r.Orphan,
 			runsAs(r.ServiceAccount), chartTrust(r.ChartPinned, r.ChartVerified, r.ChartPlainHTTP), orDash(r.Suspended))
+		if drifts {
+			fmt.Fprintf(tw, "\t%s", driftColumn(r.Drift))
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/autox-dev/autox/internal/eventsink"
 	"github.com/autox-dev/autox/internal/leader"
 	"github.com/autox-dev/autox/triggers"
+	"github.com/autox-dev/autox/triggers/driftwatch"
 	"github.com/autox-dev/autox/watch"
 )
 
@@ -41,6 +42,9 @@ func MetricNames() ([]string, error) {
 		return nil, err
 	}
 	if _, err := triggers.NewMetrics(rec); err != nil {
+		return nil, err
+	}
+	if _, err := driftwatch.NewMetrics(rec); err != nil {
 		return nil, err
 	}
 	return rec.names()

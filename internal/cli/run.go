@@ -28,6 +28,7 @@ import (
 	"github.com/autox-dev/autox/internal/leader"
 	"github.com/autox-dev/autox/internal/shard"
 	"github.com/autox-dev/autox/triggers"
+	"github.com/autox-dev/autox/triggers/driftwatch"
 	"github.com/autox-dev/autox/watch"
 )
 
@@ -47,6 +48,7 @@ type runFlags struct {
 	pprofAddr                           string
 	configDebounce, configCheckInterval time.Duration
 	valuesCoalesce                      time.Duration
+	driftFlags
 }
 
 func newRunCommand(version string) *cobra.Command {
@@ -66,6 +68,7 @@ func newRunCommand(version string) *cobra.Command {
 	fs.DurationVar(&f.configDebounce, "config-debounce", time.Second, "quiet time after a config file event before it is reloaded")
 	fs.DurationVar(&f.configCheckInterval, "config-check-interval", 30*time.Second, "period of the config file check that backs up file events")
 	f.clusterFlags.register(fs)
+	f.driftFlags.register(fs)
 	fs.DurationVar(&f.resync, "resync", time.Minute, "period of the pass that reconciles every spec")
 	fs.IntVar(&f.workers, "workers", 16, "specs reconciled in parallel (each runs up to 4 of its release specs at once); see the README on sizing it")
 	fs.DurationVar(&f.valuesCoalesce, "values-coalesce", 2*time.Second, "how long a change of a valuesFrom Secret or ConfigMap waits before its releases are reconciled, so that sources changed together make one upgrade")
@@ -215,6 +218,7 @@ type runMetrics struct {
 	leader   *leader.Metrics
 	loop     *triggers.Metrics
 	events   *eventsink.Metrics
+	drift    *driftwatch.Metrics
 }
 
 func (r *runner) registerMetrics() error {
@@ -233,6 +237,9 @@ func (r *runner) registerMetrics() error {
 		return fmt.Errorf("cannot register metrics: %w", err)
 	}
 	if m.events, err = eventsink.NewMetrics(registry); err != nil {
+		return fmt.Errorf("cannot register metrics: %w", err)
+	}
+	if m.drift, err = driftwatch.NewMetrics(registry); err != nil {
 		return fmt.Errorf("cannot register metrics: %w", err)
 	}
 	r.metrics = m
@@ -409,6 +416,7 @@ func (r *runner) leadFor(ctx context.Context, sh *triggers.Shard, term *leader.T
 		})
 	})
 	defer r.live.detach(key)
+	defer r.runDrift(ctx, deps, ctrl, events, term)()
 	// Catch up with a file changed since the last check.
 	r.reloader.Check(ctx)
 	return ctrl.Run(ctx)
