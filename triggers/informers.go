@@ -2,6 +2,7 @@ package triggers
 
 import (
 	"context"
+	"maps"
 
 	"github.com/rs/zerolog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -128,7 +129,7 @@ func (s *informerSet) spec(k observe.ListKey) metainformer.Spec {
 				if ok1 && ok2 && k.Name != "" && o.ResourceVersion == n.ResourceVersion {
 					return // a values source: any write may change its content; a relist does not
 				}
-				if ok1 && ok2 && k.Name == "" && labelsEqual(o.Labels, n.Labels) && (o.DeletionTimestamp == nil) == (n.DeletionTimestamp == nil) {
+				if ok1 && ok2 && k.Name == "" && maps.Equal(o.Labels, n.Labels) && (o.DeletionTimestamp == nil) == (n.DeletionTimestamp == nil) {
 					return
 				}
 				emit(newObj)
@@ -136,16 +137,4 @@ func (s *informerSet) spec(k observe.ListKey) metainformer.Spec {
 			DeleteFunc: emit,
 		},
 	}
-}
-
-func labelsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }

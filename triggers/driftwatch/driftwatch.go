@@ -12,6 +12,7 @@ package driftwatch
 import (
 	"context"
 	"hash/fnv"
+	"maps"
 	"sort"
 	"strconv"
 	"sync"
@@ -479,20 +480,8 @@ func hashOf(m map[string]string) string {
 // generation (a ConfigMap's data moves only its resourceVersion). A
 // status-only update of a Deployment is not.
 func Changed(o, n *metav1.PartialObjectMetadata) bool {
-	if o.UID != n.UID || o.Generation != n.Generation || !equal(o.Labels, n.Labels) || !equal(o.Annotations, n.Annotations) {
+	if o.UID != n.UID || o.Generation != n.Generation || !maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations) {
 		return true
 	}
 	return n.Generation == 0 && o.ResourceVersion != n.ResourceVersion
-}
-
-func equal(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
