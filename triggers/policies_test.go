@@ -17,6 +17,7 @@ import (
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/redact"
+	"github.com/autox-dev/autox/internal/testenv"
 )
 
 // orderSpy watches the real Helm's installs and uninstalls: when each
@@ -77,7 +78,7 @@ func TestDependsOnOrder(t *testing.T) {
 	h := newHarness(t)
 	spy := &orderSpy{}
 	h.spy = func(helm Helm) Helm { spy.Helm = helm; return spy }
-	dropWidgetCRD(t) // cluster-wide: this test is the package's only user of it
+	dropWidgetCRD(t) // cluster-wide: the tests using it run one after another
 	h.Deployment("web", v("1"))
 	h.start(h.config(webSpec(`      crds:
         chart: {path: {{.Charts}}/crd}
@@ -156,11 +157,21 @@ func dropWidgetCRD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A CRD's delete returns while it is still terminating: wait until it
+	// is gone, or the next test's chart finds it "already exists", skips
+	// its create, and its custom resources then meet a 404 once it goes.
 	drop := func() {
 		err := dyn.Resource(crdResource).Delete(context.Background(), "widgets.autox.test", metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
 		}
+		testenv.Eventually(t, patience, "CRD widgets.autox.test gone", func() (bool, error) {
+			_, err := dyn.Resource(crdResource).Get(context.Background(), "widgets.autox.test", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return true, nil
+			}
+			return false, err
+		})
 	}
 	drop()
 	t.Cleanup(drop)
