@@ -2,14 +2,10 @@ package testenv
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -44,31 +40,20 @@ func (mu *Mutator) Mutated() int64 { return mu.mutated.Load() }
 // test's end removes it.
 func (c *Cluster) MutateAnnotation(t testing.TB, namespace, key string) *Mutator {
 	t.Helper()
-	ca, err := NewCA(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	mu := &Mutator{key: key}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(mu.review))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.ServerCert}, MinVersion: tls.VersionTLS12}
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	srv.StartTLS()
+	srv, client := webhookServer(t, "/mutate", mu.review)
 	mu.srv = srv
-	caPEM, err := os.ReadFile(ca.File)
-	if err != nil {
-		t.Fatal(err)
-	}
 	name := "autox-test-mutate-" + namespace
-	url := srv.URL + "/mutate"
+	rules, nsSel := webhookRules("apps", "deployments", namespace)
 	fail, none, timeout := admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNone, int32(10)
 	hooks := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	_, err = hooks.Create(context.Background(), &admissionregistrationv1.MutatingWebhookConfiguration{
+	_, err := hooks.Create(context.Background(), &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name:                    "mutate.autox.test",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM},
-			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}, Rule: admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}}}},
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": namespace}},
+			ClientConfig:            client,
+			Rules:                   rules,
+			NamespaceSelector:       nsSel,
 			FailurePolicy:           &fail,
 			SideEffects:             &none,
 			TimeoutSeconds:          &timeout,
@@ -85,7 +70,7 @@ func (c *Cluster) MutateAnnotation(t testing.TB, namespace, key string) *Mutator
 	// The API server starts calling a new webhook a moment after it is
 	// created: probe with dry-run creates (mutation runs before the
 	// object's validation, which fails them) until it does.
-	probe := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "autox-test-admission-probe"}}
+	probe := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: admissionProbe}}
 	Eventually(t, time.Minute, "the mutating webhook called", func() (bool, error) {
 		_, _ = c.Client.AppsV1().Deployments(namespace).Create(context.Background(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return mu.reviewed.Load() > 0, nil
@@ -93,21 +78,15 @@ func (c *Cluster) MutateAnnotation(t testing.TB, namespace, key string) *Mutator
 	return mu
 }
 
-func (mu *Mutator) review(w http.ResponseWriter, r *http.Request) {
-	var review admissionv1.AdmissionReview
-	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
-		http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
-		return
-	}
+func (mu *Mutator) review(_ *http.Request, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	mu.reviewed.Add(1)
-	req := review.Request
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	var obj struct {
 		Metadata struct {
 			Annotations map[string]string `json:"annotations"`
 		} `json:"metadata"`
 	}
-	if !strings.HasPrefix(req.Name, "autox-test-admission-probe") && json.Unmarshal(req.Object.Raw, &obj) == nil {
+	if !strings.HasPrefix(req.Name, admissionProbe) && json.Unmarshal(req.Object.Raw, &obj) == nil {
 		v := fmt.Sprintf("mutated-%d", mu.mutated.Add(1))
 		var op interface{} = map[string]interface{}{"op": "add", "path": "/metadata/annotations", "value": map[string]string{mu.key: v}}
 		if obj.Metadata.Annotations != nil {
@@ -117,8 +96,5 @@ func (mu *Mutator) review(w http.ResponseWriter, r *http.Request) {
 		pt := admissionv1.PatchTypeJSONPatch
 		resp.Patch, resp.PatchType = patch, &pt
 	}
-	review.Response = resp
-	review.Request = nil
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(review)
+	return resp
 }

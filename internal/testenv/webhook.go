@@ -2,13 +2,7 @@ package testenv
 
 import (
 	"context"
-	"crypto/tls"
-	"encoding/json"
-	"io"
-	"log"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,30 +45,19 @@ func (a *AdmissionHold) Release() { a.once.Do(func() { close(a.released) }) }
 // and waits until the API server calls it; the test's end removes it.
 func (c *Cluster) HoldAdmissions(t testing.TB, namespace string, match func(operation, name string) bool) *AdmissionHold {
 	t.Helper()
-	ca, err := NewCA(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	a := &AdmissionHold{match: match, released: make(chan struct{})}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(a.review))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.ServerCert}, MinVersion: tls.VersionTLS12}
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	srv.StartTLS()
-	caPEM, err := os.ReadFile(ca.File)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, client := webhookServer(t, "/validate", a.review)
 	name := "autox-test-hold-" + namespace
-	url := srv.URL + "/validate"
+	rules, nsSel := webhookRules("", "secrets", namespace)
 	fail, none, timeout := admissionregistrationv1.Ignore, admissionregistrationv1.SideEffectClassNone, int32(30)
 	hooks := c.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
-	_, err = hooks.Create(context.Background(), &admissionregistrationv1.ValidatingWebhookConfiguration{
+	_, err := hooks.Create(context.Background(), &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 			Name:                    "hold.autox.test",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM},
-			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"secrets"}}}},
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": namespace}},
+			ClientConfig:            client,
+			Rules:                   rules,
+			NamespaceSelector:       nsSel,
 			FailurePolicy:           &fail,
 			SideEffects:             &none,
 			TimeoutSeconds:          &timeout,
@@ -91,7 +74,7 @@ func (c *Cluster) HoldAdmissions(t testing.TB, namespace string, match func(oper
 	})
 	// The API server starts calling a new webhook a moment after it is
 	// created: probe with dry-run creates until it does.
-	probe := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "autox-test-admission-probe"}}
+	probe := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: admissionProbe}}
 	Eventually(t, time.Minute, "the admission webhook called", func() (bool, error) {
 		_, err := c.Client.CoreV1().Secrets(namespace).Create(context.Background(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return a.reviews.Load() > 0, err
@@ -99,25 +82,16 @@ func (c *Cluster) HoldAdmissions(t testing.TB, namespace string, match func(oper
 	return a
 }
 
-func (a *AdmissionHold) review(w http.ResponseWriter, r *http.Request) {
-	var review admissionv1.AdmissionReview
-	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
-		http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
-		return
-	}
+func (a *AdmissionHold) review(r *http.Request, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	a.reviews.Add(1)
-	req := review.Request
-	if !strings.HasPrefix(req.Name, "autox-test-admission-probe") && a.match(string(req.Operation), req.Name) {
+	if !strings.HasPrefix(req.Name, admissionProbe) && a.match(string(req.Operation), req.Name) {
 		a.held.Add(1)
 		select {
 		case <-r.Context().Done():
 			a.givenUp.Add(1)
-			return
+			return nil
 		case <-a.released:
 		}
 	}
-	review.Response = &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
-	review.Request = nil
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(review)
+	return &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 }
