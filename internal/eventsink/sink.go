@@ -30,11 +30,19 @@ type Options struct {
 	Workers int
 	// Queue is each worker's bound of Events waiting (default 256).
 	Queue int
-	// QPS and Burst are the budget: Events per second sent on average,
-	// and at once (defaults 50 and 500: a cold start of 10,000 releases
-	// records a few thousand Events over minutes).
+	// QPS and Burst are the budget of Warnings: Events per second sent
+	// on average, and at once (defaults 50 and 500: a cold start of
+	// 10,000 releases that fails records a few thousand over minutes).
 	QPS   float32
 	Burst int
+	// NormalQPS and NormalBurst are the budget of Normal Events (installed,
+	// upgraded, …), apart from the Warnings' so a flood of them never
+	// crowds a failure out (defaults 10 and 100). An Event per release
+	// during a cold convergence would cost the API server one write per
+	// release — a third of the floor — for what the release records and
+	// the metrics already say; a Warning is what a user must see.
+	NormalQPS   float32
+	NormalBurst int
 	// Metrics counts what happened to each Event (nil: not counted).
 	Metrics *Metrics
 	Log     zerolog.Logger
@@ -45,7 +53,8 @@ type Options struct {
 type Sink struct {
 	events  typedcorev1.EventInterface
 	opts    Options
-	budget  flowcontrol.RateLimiter
+	budget  flowcontrol.RateLimiter // of Warnings
+	normal  flowcontrol.RateLimiter // of every other Event
 	queues  []chan write
 	mu      sync.RWMutex // guards stopped against sends on closed queues
 	stopped bool
@@ -83,7 +92,15 @@ func New(events typedcorev1.EventInterface, opts Options) *Sink {
 	if opts.Burst <= 0 {
 		opts.Burst = 500
 	}
-	s := &Sink{events: events, opts: opts, budget: flowcontrol.NewTokenBucketRateLimiter(opts.QPS, opts.Burst)}
+	if opts.NormalQPS <= 0 {
+		opts.NormalQPS = 10
+	}
+	if opts.NormalBurst <= 0 {
+		opts.NormalBurst = 100
+	}
+	s := &Sink{events: events, opts: opts,
+		budget: flowcontrol.NewTokenBucketRateLimiter(opts.QPS, opts.Burst),
+		normal: flowcontrol.NewTokenBucketRateLimiter(opts.NormalQPS, opts.NormalBurst)}
 	for i := 0; i < opts.Workers; i++ {
 		s.queues = append(s.queues, make(chan write, opts.Queue))
 	}
@@ -134,7 +151,11 @@ func (s *Sink) enqueue(w write) (*corev1.Event, error) {
 	answer := w.event.DeepCopy()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.stopped || !s.budget.TryAccept() {
+	budget := s.normal
+	if w.event.Type == corev1.EventTypeWarning {
+		budget = s.budget
+	}
+	if s.stopped || !budget.TryAccept() {
 		s.opts.Metrics.count(resultDropped)
 		return answer, nil
 	}

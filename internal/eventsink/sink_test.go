@@ -95,19 +95,31 @@ func TestEventsWrittenAndAggregated(t *testing.T) {
 }
 
 // TestBudgetDropsInsteadOfWaiting: Events over the budget are dropped and
-// counted at once; none is held back to be sent later.
+// counted at once; none is held back to be sent later. Normal Events have
+// a budget of their own: spent, it never keeps a Warning out.
 func TestBudgetDropsInsteadOfWaiting(t *testing.T) {
 	ns := cluster.Namespace(t)
-	rec, m := start(t, Options{QPS: 0.001, Burst: 3})
+	rec, m := start(t, Options{QPS: 0.001, Burst: 2, NormalQPS: 0.001, NormalBurst: 3})
 	for i := 0; i < 10; i++ {
 		cm := configMap(t, ns, fmt.Sprintf("t%d", i))
 		rec.Event(cm, corev1.EventTypeNormal, "ReleaseInstalled", "installed")
+		if i%3 == 0 {
+			rec.Event(cm, corev1.EventTypeWarning, "ReleaseFailed", "failed")
+		}
 	}
-	testenv.Eventually(t, 30*time.Second, "3 sent, 7 dropped", func() (bool, error) {
-		return testutil.ToFloat64(m.events.WithLabelValues(resultSent)) == 3 &&
-			testutil.ToFloat64(m.events.WithLabelValues(resultDropped)) == 7, nil
+	testenv.Eventually(t, 30*time.Second, "5 sent, 9 dropped", func() (bool, error) {
+		return testutil.ToFloat64(m.events.WithLabelValues(resultSent)) == 5 &&
+			testutil.ToFloat64(m.events.WithLabelValues(resultDropped)) == 9, nil
 	})
-	if n := len(events(t, ns)); n != 3 {
-		t.Errorf("%d Events in the namespace, want the 3 of the budget", n)
+	var normal, warning int
+	for _, e := range events(t, ns) {
+		if e.Type == corev1.EventTypeWarning {
+			warning++
+		} else {
+			normal++
+		}
+	}
+	if normal != 3 || warning != 2 {
+		t.Errorf("%d Normal and %d Warning Events in the namespace, want the 3 and 2 of their budgets", normal, warning)
 	}
 }
