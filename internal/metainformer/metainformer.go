@@ -10,7 +10,6 @@ package metainformer
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,17 +35,17 @@ type Informer struct {
 	inf    cache.SharedIndexInformer
 	cancel context.CancelFunc
 	done   chan struct{}
-	// watching counts its open watches (0 or 1): none while it lists,
+	// watches counts its open watches (0 or 1): none while it lists,
 	// relists or waits to watch again, when its store may miss changes the
-	// API server has.
-	watching atomic.Int32
+	// API server has; and every watch it opens.
+	watches watches
 }
 
 // start runs an informer of spec until ctx ends or it is stopped.
 func start(ctx context.Context, spec Spec) *Informer {
 	ictx, cancel := context.WithCancel(ctx)
-	i := &Informer{cancel: cancel, done: make(chan struct{})}
-	lw := &countedListWatch{ListWatch: &cache.ListWatch{ListWithContextFunc: spec.List, WatchFuncWithContext: spec.Watch}, watching: &i.watching}
+	i := &Informer{cancel: cancel, done: make(chan struct{}), watches: watches{changed: make(chan struct{})}}
+	lw := &countedListWatch{ListWatch: &cache.ListWatch{ListWithContextFunc: spec.List, WatchFuncWithContext: spec.Watch}, watches: &i.watches}
 	indexers := spec.Indexers
 	if indexers == nil {
 		indexers = cache.Indexers{}
@@ -77,7 +76,36 @@ func (i *Informer) HasSynced() bool { return i.inf.HasSynced() }
 
 // Watching reports whether the informer has a watch open: only then does
 // its store follow the API server.
-func (i *Informer) Watching() bool { return i.watching.Load() > 0 }
+func (i *Informer) Watching() bool {
+	_, open, _ := i.watches.state()
+	return open
+}
+
+// WatchGeneration is how many watches the informer has opened, and whether
+// one is open now. The same generation, open, at two moments means one
+// watch was open all along: every change the API server made to its
+// objects in between reached the informer, in order (a watch that ended,
+// a relist, a watch opened again each count).
+func (i *Informer) WatchGeneration() (gen uint64, open bool) {
+	gen, open, _ = i.watches.state()
+	return gen, open
+}
+
+// WaitWatching waits until the informer has a watch open, or ctx ends; it
+// reports whether one is open.
+func (i *Informer) WaitWatching(ctx context.Context) bool {
+	for {
+		_, open, changed := i.watches.state()
+		if open {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
 
 // Indexer is the informer's store and its indexes.
 func (i *Informer) Indexer() cache.Indexer { return i.inf.GetIndexer() }
@@ -187,7 +215,7 @@ func (s *Set[K]) Stop() {
 // again, which a stream's initial events do not tell from outside.
 type countedListWatch struct {
 	*cache.ListWatch
-	watching *atomic.Int32
+	watches *watches
 }
 
 func (lw *countedListWatch) IsWatchListSemanticsUnSupported() bool { return true }
@@ -197,19 +225,46 @@ func (lw *countedListWatch) WatchWithContext(ctx context.Context, o metav1.ListO
 	if err != nil {
 		return nil, err
 	}
-	lw.watching.Add(1)
-	return &countedWatch{Interface: w, watching: lw.watching}, nil
+	lw.watches.add(1)
+	return &countedWatch{Interface: w, watches: lw.watches}, nil
 }
 
 // countedWatch gives back its count when the reflector stops it, which it
 // does whenever the watch ends (closed by the server, an error, a stop).
 type countedWatch struct {
 	watch.Interface
-	watching *atomic.Int32
-	once     sync.Once
+	watches *watches
+	once    sync.Once
 }
 
 func (w *countedWatch) Stop() {
-	w.once.Do(func() { w.watching.Add(-1) })
+	w.once.Do(func() { w.watches.add(-1) })
 	w.Interface.Stop()
+}
+
+// watches counts an informer's open watches and the watches it opened;
+// changed is closed (and replaced) at each change, for those waiting.
+type watches struct {
+	mu      sync.Mutex
+	open    int
+	gen     uint64
+	changed chan struct{}
+}
+
+// add counts a watch opened (1) or ended (-1).
+func (w *watches) add(n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.open += n
+	if n > 0 {
+		w.gen++
+	}
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+func (w *watches) state() (gen uint64, open bool, changed <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gen, w.open > 0, w.changed
 }

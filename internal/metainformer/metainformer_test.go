@@ -107,3 +107,51 @@ func TestSet(t *testing.T) {
 		t.Errorf("heard %q, want in-a and in-b", heard)
 	}
 }
+
+// TestWatchGeneration: an informer's watch generation names the watch it
+// has open; a watch that ends (the API server closing it) and the next one
+// opened each change it, so whoever compares two readings learns that its
+// store may have missed changes in between.
+func TestWatchGeneration(t *testing.T) {
+	mc, err := metadata.NewForConfig(cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := cluster.Namespace(t)
+	var (
+		mu      sync.Mutex
+		current watch.Interface
+	)
+	set := NewSet(func(ns string) Spec {
+		res := mc.Resource(deployments).Namespace(ns)
+		return Spec{
+			List: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, o) },
+			Watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				w, err := res.Watch(ctx, o)
+				mu.Lock()
+				defer mu.Unlock()
+				current = w
+				return w, err
+			},
+		}
+	}, nil)
+	defer set.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	set.Sync(ctx, []string{ns})
+	inf := set.Get(ns)
+	if !inf.WaitWatching(ctx) {
+		t.Fatal("no watch opened")
+	}
+	first, open := inf.WatchGeneration()
+	if !open || first == 0 {
+		t.Fatalf("watching: generation %d, open %v", first, open)
+	}
+	mu.Lock()
+	current.Stop() // as the API server ending it
+	mu.Unlock()
+	testenv.Eventually(t, patience, "another watch open", func() (bool, error) {
+		gen, open := inf.WatchGeneration()
+		return open && gen > first, nil
+	})
+}
