@@ -92,6 +92,8 @@ type Controller struct {
 	// trigger informers they do not hold readiness back (a Secret autox
 	// may not list is an error of its release spec, reported there).
 	sources *informerSet
+	// bulk lets the pass's LISTs stand in for reconciles' GETs.
+	bulk *bulkReads
 
 	index    atomic.Pointer[triggerIndex]
 	stopping atomic.Bool
@@ -134,6 +136,8 @@ func NewController(opts Options) *Controller {
 		Name: "autox", MetricsProvider: opts.Metrics.queueProvider()})
 	c.informers = newInformerSet(opts.Metadata, triggerInformerKeys, c.onTriggerEvent, opts.Log)
 	c.sources = newInformerSet(opts.Metadata, sourceInformerKeys, c.onSourceEvent, opts.Log)
+	c.bulk = newBulkReads(c.informers.set.Get)
+	c.rec.Observer().SetBulk(c.bulk)
 	c.index.Store(buildIndex(c.Config()))
 	opts.Metrics.setSuspended(c.Config())
 	return c

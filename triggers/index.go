@@ -12,6 +12,7 @@ import (
 // the named specs whose trigger it is, and, for a selector informer, that
 // object under each selector spec watching with it.
 func (c *Controller) onTriggerEvent(k observe.ListKey, namespace, name string) {
+	c.bulk.event(k, namespace, name)
 	idx := c.index.Load()
 	if k.Selector == "" {
 		for _, spec := range idx.specs[triggerKey{Group: k.GVR.Group, Resource: k.GVR.Resource, Namespace: namespace, Name: name}] {

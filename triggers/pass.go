@@ -18,7 +18,9 @@ import (
 // per trigger (resource, namespace, selector), and one GET per values source
 // object of a wanted trigger. From that alone the pure plan.Triage decides
 // which specs, or objects of selector specs, it cannot prove in sync
-// (plan.InSync), and those get the full reconcile.
+// (plan.InSync), and those get the full reconcile, whose live read of its
+// trigger is the same LIST while nothing can have changed it since
+// (bulkReads), a GET otherwise.
 func (c *Controller) runPass(ctx context.Context) {
 	if ctx.Err() != nil {
 		return // stopping: a pass that races the stop starts nothing
@@ -34,6 +36,7 @@ func (c *Controller) runPass(ctx context.Context) {
 	// running under an older config may write later.
 	safeSince := c.oldestInFlight(started)
 	requestsBefore := c.requestCount()
+	c.bulk.newPass(cfg)
 
 	verdict, ok := c.survey(ctx, cfg, gcNamespaces, safeSince)
 	if !ok {
@@ -57,7 +60,8 @@ func (c *Controller) runPass(ctx context.Context) {
 		}
 	}
 	c.pass.start(keys, started, func(_ time.Time, took time.Duration) {
-		c.opts.Log.Info().Int("specs", len(cfg.Specs)).Int("queued", len(keys)).Dur("duration", took).
+		listReads, refused := c.bulk.counts()
+		c.opts.Log.Info().Int64("listReads", listReads).Int64("listReadsRefused", refused).Int("specs", len(cfg.Specs)).Int("queued", len(keys)).Dur("duration", took).
 			Int64("apiRequests", c.requestCount()-requestsBefore).Msg("pass complete")
 		if c.opts.Metrics != nil {
 			c.opts.Metrics.lastPass.Set(float64(time.Now().Unix()))

@@ -49,6 +49,19 @@ type Records interface {
 type Triggers interface {
 	Get(ctx context.Context, t config.Trigger) (plan.TriggerRead, *corev1.ObjectReference, error)
 	List(ctx context.Context, k ListKey) (map[string]plan.TriggerRead, error)
+	// Reference names an object read by List for Events (nil: unknown).
+	Reference(t config.Trigger, uid string) *corev1.ObjectReference
+}
+
+// BulkReads lets a pass's LIST stand in for the live GET of a trigger
+// (DESIGN §5): Listing hears each LIST of a pass, before it is sent (done
+// with its objects after; nil objects: it failed), and Take hands out a
+// listed object as the live read of the key (specName, obj) under cfg, or
+// refuses (false), and the reconcile GETs. The controller's bulkReads is
+// the one implementation.
+type BulkReads interface {
+	Listing(ctx context.Context, cfg *config.Config, k ListKey) (done func(objs map[string]plan.TriggerRead))
+	Take(cfg *config.Config, specName string, obj format.Object, t config.Trigger) (plan.TriggerRead, bool)
 }
 
 // Options are what an Observer reads with.
@@ -88,7 +101,9 @@ type Options struct {
 // pass share: the claim index of the config in force, the identities of
 // local charts, and which objects each selector spec serves.
 type Observer struct {
-	opts       Options
+	opts Options
+	// bulk, if set (SetBulk, before any read), hands out a pass's LISTs.
+	bulk       BulkReads
 	charts     *ChartIdentities
 	admissions *Admissions
 	claims     atomic.Pointer[plan.ClaimIndex]
@@ -107,6 +122,10 @@ func New(opts Options) *Observer {
 	}
 	return &Observer{opts: opts, charts: NewChartIdentities(opts.Charts), admissions: &Admissions{}}
 }
+
+// SetBulk makes b hear the pass's LISTs and offer them as live reads of
+// triggers; call it before the Observer reads anything.
+func (ob *Observer) SetBulk(b BulkReads) { ob.bulk = b }
 
 // Defaults are the policies of release specs that set none.
 func (ob *Observer) Defaults() config.PolicyDefaults { return ob.opts.Defaults }
@@ -198,7 +217,7 @@ func (ob *Observer) observeTrigger(ctx context.Context, cfg *config.Config, spec
 	if !o.OutOfScope {
 		// An object out of scope is decided from the config alone: its
 		// namespace may no longer be readable at all.
-		if o.Trigger, o.Ref, err = ob.opts.Triggers.Get(ctx, spec.Trigger); err != nil {
+		if o.Trigger, o.Ref, err = ob.readTrigger(ctx, cfg, specName, obj, spec.Trigger); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -219,6 +238,17 @@ func (ob *Observer) observeTrigger(ctx context.Context, cfg *config.Config, spec
 		state, _ = plan.TriggerOf(*o)
 	}
 	return o, state, nil
+}
+
+// readTrigger reads the trigger live: from the pass's LIST when the bulk
+// reads vouch for it, else with a GET.
+func (ob *Observer) readTrigger(ctx context.Context, cfg *config.Config, specName string, obj format.Object, t config.Trigger) (plan.TriggerRead, *corev1.ObjectReference, error) {
+	if ob.bulk != nil {
+		if read, ok := ob.bulk.Take(cfg, specName, obj, t); ok {
+			return read, ob.opts.Triggers.Reference(t, read.UID), nil
+		}
+	}
+	return ob.opts.Triggers.Get(ctx, t)
 }
 
 // observeReleaseSpecs is the second phase: for each release spec whose
@@ -378,7 +408,14 @@ func (ob *Observer) ListTriggers(ctx context.Context, cfg *config.Config) map[Li
 			if _, done := out[k]; done || failed[k] {
 				continue
 			}
+			var done func(map[string]plan.TriggerRead)
+			if ob.bulk != nil {
+				done = ob.bulk.Listing(ctx, cfg, k)
+			}
 			objs, err := ob.opts.Triggers.List(ctx, k)
+			if done != nil {
+				done(objs)
+			}
 			if err != nil {
 				ob.opts.Log.Debug().Err(err).Msg("cannot list triggers; their specs get a full reconcile")
 				failed[k] = true

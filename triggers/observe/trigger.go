@@ -42,7 +42,7 @@ type TriggerReader struct {
 func (r TriggerReader) Get(ctx context.Context, t config.Trigger) (plan.TriggerRead, *corev1.ObjectReference, error) {
 	obj, err := r.Client.Resource(GVR(t)).Namespace(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 	if err == nil {
-		return plan.TriggerRead{Found: true, Labels: obj.Labels}, r.reference(t, obj.UID), nil
+		return plan.TriggerRead{Found: true, Labels: obj.Labels, Version: obj.ResourceVersion, UID: string(obj.UID)}, r.Reference(t, string(obj.UID)), nil
 	}
 	if apistatus.NotFound(err, t.Name) {
 		return plan.TriggerRead{}, nil, nil
@@ -50,7 +50,9 @@ func (r TriggerReader) Get(ctx context.Context, t config.Trigger) (plan.TriggerR
 	return plan.TriggerRead{}, nil, fmt.Errorf("cannot read trigger %s: %w", Describe(t), err)
 }
 
-func (r TriggerReader) reference(t config.Trigger, uid types.UID) *corev1.ObjectReference {
+// Reference names a trigger object of that uid for Kubernetes Events (nil
+// when its kind is unknown).
+func (r TriggerReader) Reference(t config.Trigger, uid string) *corev1.ObjectReference {
 	if r.Mapper == nil {
 		return nil
 	}
@@ -58,7 +60,7 @@ func (r TriggerReader) reference(t config.Trigger, uid types.UID) *corev1.Object
 	if err != nil {
 		return nil
 	}
-	return &corev1.ObjectReference{Kind: gvk.Kind, APIVersion: gvk.GroupVersion().String(), Name: t.Name, Namespace: t.Namespace, UID: uid}
+	return &corev1.ObjectReference{Kind: gvk.Kind, APIVersion: gvk.GroupVersion().String(), Name: t.Name, Namespace: t.Namespace, UID: types.UID(uid)}
 }
 
 // Describe names a trigger for logs and errors, kubectl style.
@@ -77,7 +79,10 @@ func resourceName(t config.Trigger) string {
 }
 
 // List reads every trigger object of one (resource, namespace, selector)
-// live, in one request (or PageSize per page): what a periodic pass hands
+// live, in one request (or PageSize per page, one consistent list: the
+// pages share the first one's resourceVersion). It asks for no
+// resourceVersion, so the API server answers as of now (a quorum read),
+// never from a watch cache that may lag: what a periodic pass hands
 // each spec instead of a GET per trigger.
 func (r TriggerReader) List(ctx context.Context, k ListKey) (map[string]plan.TriggerRead, error) {
 	items, err := pages.Metadata(ctx, r.Client.Resource(k.GVR).Namespace(k.Namespace), metav1.ListOptions{LabelSelector: k.Selector}, r.PageSize)
@@ -89,7 +94,7 @@ func (r TriggerReader) List(ctx context.Context, k ListKey) (map[string]plan.Tri
 	}
 	objs := make(map[string]plan.TriggerRead, len(items))
 	for _, item := range items {
-		objs[item.Name] = plan.TriggerRead{Found: true, Labels: item.Labels}
+		objs[item.Name] = plan.TriggerRead{Found: true, Labels: item.Labels, Version: item.ResourceVersion, UID: string(item.UID)}
 	}
 	return objs, nil
 }

@@ -14,6 +14,10 @@ import (
 type TriggerRead struct {
 	Found  bool
 	Labels map[string]string
+	// Version and UID name what was read (resourceVersion, uid); no
+	// decision uses them: a pass's LIST is checked with Version before it
+	// stands in for a GET, and Events name the object by its UID.
+	Version, UID string
 }
 
 // Evaluate turns an observation into a trigger state and its reason.

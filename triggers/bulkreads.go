@@ -1,0 +1,222 @@
+package triggers
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/internal/format"
+	"github.com/autox-dev/autox/internal/metainformer"
+	"github.com/autox-dev/autox/triggers/observe"
+	"github.com/autox-dev/autox/triggers/plan"
+)
+
+// A pass decides many triggers of one (resource, namespace, selector) from
+// one consistent LIST, made live (no resourceVersion: the API server's
+// current state); bulkReads lets that LIST stand in for the GET each
+// reconcile of the pass would make (DESIGN §5), only while nothing can have
+// changed the object unseen since (bulkReadOK). Otherwise, and for a
+// second read of a key (a retry, the reobservation after removals), the
+// reconcile GETs.
+
+const (
+	// bulkReadMaxAge is how long after its start a LIST may stand in for
+	// a GET.
+	bulkReadMaxAge = 10 * time.Second
+	// bulkWatchWait is how long a pass waits, in all, for informers to
+	// open their watches before its LISTs (a LIST made without one is
+	// never used).
+	bulkWatchWait = time.Second
+)
+
+// bulkFacts are what bulkReadOK judges one use of a LIST by.
+type bulkFacts struct {
+	// Listed: the pass listed the key's (resource, namespace, selector)
+	// under the config the reconcile runs with; Found: the object was in
+	// the LIST. An absence is never used: an uninstall stands on a GET.
+	Listed, Found bool
+	// Used: the key has had its LIST read once already.
+	Used bool
+	// Age is how long ago the LIST began.
+	Age time.Duration
+	// Event: an informer event on the object arrived since the LIST began.
+	Event bool
+	// WatchAtList and WatchNow are the informer's watch generation at the
+	// LIST's start and now (0: no watch open then).
+	WatchAtList, WatchNow uint64
+	// ListVersion and StoreVersion are the object's resourceVersion in the
+	// LIST and in the informer's store now ("" when not there).
+	ListVersion, StoreVersion string
+}
+
+// bulkReadOK reports whether a LIST may be the live read of one key, and
+// if not, why: the object was in it, nothing since says it changed (no
+// event; the informer, whose one watch was open from the LIST's start until
+// now, holds the same version), it is recent, and it is the key's first
+// read.
+func bulkReadOK(f bulkFacts) (bool, string) {
+	switch {
+	case !f.Listed:
+		return false, "not listed by this pass under this config"
+	case !f.Found:
+		return false, "not in the list"
+	case f.Used:
+		return false, "read once already"
+	case f.Age < 0 || f.Age > bulkReadMaxAge:
+		return false, "list too old"
+	case f.Event:
+		return false, "an event since the list"
+	case f.WatchAtList == 0 || f.WatchNow != f.WatchAtList:
+		return false, "no watch open all along since the list"
+	case f.StoreVersion != f.ListVersion:
+		return false, "the informer holds another version"
+	}
+	return true, ""
+}
+
+// bulkObject identifies a trigger object across the informers that see it.
+type bulkObject struct {
+	Group, Resource, Namespace, Name string
+}
+
+// bulkList is one LIST of the pass.
+type bulkList struct {
+	key   observe.ListKey
+	began time.Time
+	// seq is the event count when the LIST began: an object whose last
+	// event counts more changed since.
+	seq   uint64
+	watch uint64 // the informer's watch generation then (0: none open)
+}
+
+type bulkEntry struct {
+	list *bulkList
+	read plan.TriggerRead
+}
+
+// bulkReads holds the LISTs of the controller's last pass.
+type bulkReads struct {
+	informer func(k observe.ListKey) *metainformer.Informer
+	now      func() time.Time
+
+	mu     sync.Mutex
+	cfg    *config.Config
+	wait   time.Time // when this pass stops waiting for watches
+	objs   map[bulkObject]bulkEntry
+	used   map[string]bool
+	seq    uint64
+	events map[bulkObject]uint64 // the seq of each object's last event this pass
+
+	listReads, refused atomic.Int64
+}
+
+func newBulkReads(informer func(observe.ListKey) *metainformer.Informer) *bulkReads {
+	return &bulkReads{informer: informer, now: time.Now}
+}
+
+// newPass forgets the last pass's LISTs: the pass about to start lists
+// again under cfg, and its counts start at zero.
+func (b *bulkReads) newPass(cfg *config.Config) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.cfg, b.wait = cfg, b.now().Add(bulkWatchWait)
+	b.objs, b.used, b.events = map[bulkObject]bulkEntry{}, map[string]bool{}, map[bulkObject]uint64{}
+	b.listReads.Store(0)
+	b.refused.Store(0)
+}
+
+// counts are the reads this pass's LISTs stood in for, and those refused.
+func (b *bulkReads) counts() (reads, refused int64) { return b.listReads.Load(), b.refused.Load() }
+
+// event notes an informer event on an object.
+func (b *bulkReads) event(k observe.ListKey, namespace, name string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.events == nil {
+		return // no pass yet
+	}
+	b.seq++
+	b.events[bulkObject{Group: k.GVR.Group, Resource: k.GVR.Resource, Namespace: namespace, Name: name}] = b.seq
+}
+
+// Listing is observe.BulkReads': it notes the start of a LIST of k (after
+// waiting, within the pass's budget, for k's informer to watch) and keeps
+// its objects.
+func (b *bulkReads) Listing(ctx context.Context, cfg *config.Config, k observe.ListKey) func(map[string]plan.TriggerRead) {
+	b.mu.Lock()
+	if cfg != b.cfg {
+		b.mu.Unlock()
+		return func(map[string]plan.TriggerRead) {}
+	}
+	until := b.wait
+	b.mu.Unlock()
+	var watch uint64
+	if inf := b.informer(k); inf != nil {
+		wctx, cancel := context.WithDeadline(ctx, until)
+		inf.WaitWatching(wctx)
+		cancel()
+		if gen, open := inf.WatchGeneration(); open {
+			watch = gen
+		}
+	}
+	b.mu.Lock()
+	l := &bulkList{key: k, began: b.now(), seq: b.seq, watch: watch}
+	b.mu.Unlock()
+	return func(objs map[string]plan.TriggerRead) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if cfg != b.cfg {
+			return // another pass began meanwhile
+		}
+		for name, read := range objs {
+			b.objs[bulkObject{Group: k.GVR.Group, Resource: k.GVR.Resource, Namespace: k.Namespace, Name: name}] = bulkEntry{list: l, read: read}
+		}
+	}
+}
+
+// Take is observe.BulkReads': the LIST's read of t for the key (specName,
+// obj) under cfg, if bulkReadOK; each key's first call only.
+func (b *bulkReads) Take(cfg *config.Config, specName string, obj format.Object, t config.Trigger) (plan.TriggerRead, bool) {
+	key := specName
+	if !obj.IsZero() {
+		key = ObjectKey(specName, obj)
+	}
+	id := bulkObject{Group: t.Group, Resource: t.Resource, Namespace: t.Namespace, Name: t.Name}
+	b.mu.Lock()
+	if b.objs == nil || cfg != b.cfg {
+		b.mu.Unlock()
+		return plan.TriggerRead{}, false
+	}
+	e, listed := b.objs[id]
+	used := b.used[key]
+	b.used[key] = true
+	f := bulkFacts{Listed: listed, Found: listed && e.read.Found, Used: used}
+	if listed {
+		f.Age, f.Event = b.now().Sub(e.list.began), b.events[id] > e.list.seq
+		f.WatchAtList, f.ListVersion = e.list.watch, e.read.Version
+	}
+	b.mu.Unlock()
+	if !listed {
+		return plan.TriggerRead{}, false // nothing to refuse: an object no LIST of the pass holds
+	}
+	if inf := b.informer(e.list.key); inf != nil {
+		if gen, open := inf.WatchGeneration(); open {
+			f.WatchNow = gen
+		}
+		if o, exists, err := inf.Indexer().GetByKey(t.Namespace + "/" + t.Name); err == nil && exists {
+			if m, ok := o.(*metav1.PartialObjectMetadata); ok {
+				f.StoreVersion = m.ResourceVersion
+			}
+		}
+	}
+	if ok, _ := bulkReadOK(f); !ok {
+		b.refused.Add(1)
+		return plan.TriggerRead{}, false
+	}
+	b.listReads.Add(1)
+	return e.read, true
+}
