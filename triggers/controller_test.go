@@ -71,6 +71,8 @@ type harness struct {
 	managed func(*ConfigState) *ManagedSet
 	// home is autox's own namespace (the remediation records), made once.
 	home string
+	// afterList, if set, runs after each LIST of triggers returns.
+	afterList func(observe.ListKey)
 }
 
 // homeNS is autox's own namespace in the harness, another than h.NS.
@@ -139,7 +141,7 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 		h.t.Fatal(err)
 	}
 	state := NewConfigState(cfg)
-	reads := &liveReads{Triggers: observe.TriggerReader{Client: meta}, metrics: m, reads: map[string][]*liveRead{}, config: state.Config}
+	reads := &liveReads{Triggers: observe.TriggerReader{Client: meta}, metrics: m, reads: map[string][]*liveRead{}, config: state.Config, afterList: h.afterList}
 	var sources observe.ValuesSources = observe.SourceReader{Client: cluster.Client}
 	if h.sources != nil {
 		sources = h.sources
@@ -245,8 +247,9 @@ func (h *harness) waitFreshReconcile(spec string) {
 // fails) return before they count themselves.
 type liveReads struct {
 	observe.Triggers
-	metrics *Metrics
-	config  func() *config.Config
+	metrics   *Metrics
+	config    func() *config.Config
+	afterList func(observe.ListKey)
 
 	mu    sync.Mutex
 	reads map[string][]*liveRead // by spec
@@ -276,6 +279,14 @@ func (l *liveReads) Get(ctx context.Context, t config.Trigger) (plan.TriggerRead
 	}
 	l.mu.Unlock()
 	return obs, ref, err
+}
+
+func (l *liveReads) List(ctx context.Context, k observe.ListKey) (map[string]plan.TriggerRead, error) {
+	objs, err := l.Triggers.List(ctx, k)
+	if l.afterList != nil {
+		l.afterList(k)
+	}
+	return objs, err
 }
 
 // of returns copies of the reads of spec's trigger so far.
