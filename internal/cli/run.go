@@ -1,12 +1,9 @@
 package cli
 
 import (
-	"math"
-
 	"context"
 	"errors"
 	"fmt"
-	memlimit "github.com/KimMachineGun/automemlimit/memlimit"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -46,6 +43,7 @@ type runFlags struct {
 	retryPeriod                         time.Duration
 	httpAddr, logLevel, logFormat       string
 	pprofAddr                           string
+	memoryLimit                         string
 	configDebounce, configCheckInterval time.Duration
 	valuesCoalesce                      time.Duration
 	driftFlags
@@ -84,6 +82,7 @@ func newRunCommand(version string) *cobra.Command {
 	fs.DurationVar(&f.retryPeriod, "leader-election-retry-period", 2*time.Second, "period of acquire and renew attempts")
 	fs.StringVar(&f.httpAddr, "http-addr", ":8080", "address serving /metrics, /healthz and /readyz (empty: off)")
 	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "address serving Go's profiles under /debug/pprof/, e.g. 127.0.0.1:6060 (empty: off)")
+	fs.StringVar(&f.memoryLimit, "memory-limit", defaultMemoryLimit, "soft memory limit of the Go runtime when the container has none (with a container limit: 90 % of it); 0 for none; GOMEMLIMIT in the environment wins")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or console")
 	return cmd
@@ -119,7 +118,9 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 	if err := f.check(); err != nil {
 		return &exitError{1, err}
 	}
-	setMemoryLimit(log)
+	if err := setMemoryLimit(log, f.memoryLimit); err != nil {
+		return &exitError{1, err}
+	}
 	initial, err := watch.Load(f.config)
 	if err != nil {
 		return configError(cmd, f.config, err)
@@ -420,20 +421,4 @@ func (r *runner) leadFor(ctx context.Context, sh *triggers.Shard, term *leader.T
 	// Catch up with a file changed since the last check.
 	r.reloader.Check(ctx)
 	return ctrl.Run(ctx)
-}
-
-// setMemoryLimit gives the Go runtime a soft memory limit of 90 % of the
-// container's (its cgroup's memory limit), so that the garbage collector
-// works harder as the process nears it instead of letting a cold
-// convergence's short-lived garbage grow the heap to twice the live data
-// and the kubelet kill the pod. GOMEMLIMIT, or AUTOMEMLIMIT (a ratio, or
-// "off"), set in the environment win; without a cgroup limit nothing changes.
-func setMemoryLimit(log zerolog.Logger) {
-	limit, err := memlimit.Set(memlimit.WithRatio(0.9), memlimit.WithProvider(memlimit.FromCgroup))
-	switch {
-	case err != nil:
-		log.Warn().Err(err).Msg("cannot set a soft memory limit from the container's; set GOMEMLIMIT")
-	case limit > 0 && limit < math.MaxInt64:
-		log.Info().Int64("bytes", limit).Msg("soft memory limit (GOMEMLIMIT)")
-	}
 }
