@@ -124,6 +124,25 @@ func (b *run) driftEdits(ctx context.Context, p *process, httpAddr string) error
 			}
 		}
 	}
+	// A quiet window with the loop running and every release learnt:
+	// what drift costs while nothing changes (its periodic re-checks,
+	// spread over --drift-period), to set beside the quiet period above.
+	time.Sleep(3 * time.Second) // the last correction's Event goes out
+	quietFrom, err := scrapeRequests(httpAddr)
+	if err != nil {
+		return err
+	}
+	t := time.Now()
+	select {
+	case <-time.After(max(b.o.resync, 30*time.Second)):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	quietTo, err := scrapeRequests(httpAddr)
+	if err != nil {
+		return err
+	}
+	r.DriftQuiet, r.DriftQuietWindow = quietTo.minus(quietFrom), time.Since(t)
 	after, err := readRecords(ctx, cs, "bench")
 	if err != nil {
 		return err

@@ -48,6 +48,10 @@ type results struct {
 	DriftRecordWrites recordChanges
 	DriftHelmWrites   int
 	DriftRSS          int64
+	// DriftQuiet are the requests of a quiet window after the edits, the
+	// loop having learnt every release; DriftQuietWindow its length.
+	DriftQuiet       requestCounts
+	DriftQuietWindow time.Duration
 	// Replicas is the replicas run's (see replicas.go).
 	Replicas *replicaResults `json:",omitempty"`
 }
@@ -152,6 +156,8 @@ func (r results) table(o options) string {
 		fmt.Fprintf(&b, "| drift: %s p50 / p99 (%d edits, %d not reported within a minute) | %s / %s | |\n", what,
 			len(r.DriftLatencies)+r.DriftMissed, r.DriftMissed, secs(percentile(r.DriftLatencies, 0.5)), secs(percentile(r.DriftLatencies, 0.99)))
 		fmt.Fprintf(&b, "| drift: corrections (autox_drift_corrections_total corrected); reported corrected but not put back | %d; %d | |\n", r.DriftCorrections, r.DriftNotPutBack)
+		fmt.Fprintf(&b, "| drift: a quiet window of %s after the edits (every release learnt): API requests, per second | %d, %.1f/s: %s | drift off: the quiet --resync period above, before the loop learnt the releases |\n",
+			secs(r.DriftQuietWindow), r.DriftQuiet.total(), float64(r.DriftQuiet.total())/r.DriftQuietWindow.Seconds(), r.DriftQuiet)
 		fmt.Fprintf(&b, "| drift: release record writes / Helm operations logged during the edits | %s / %d | must be 0 |\n", r.DriftRecordWrites, r.DriftHelmWrites)
 		fmt.Fprintf(&b, "| drift: peak RSS during the edits | %s | |\n", mib(r.DriftRSS))
 	}
