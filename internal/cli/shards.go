@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -30,12 +29,6 @@ func cutObject(s string) (namespace, name string, ok bool) {
 		}
 	}
 	return "", s, false
-}
-
-// stepsWithShard adds to each step's JSON, after its own fields (in their
-// order), the shard the step is in.
-func stepsWithShard(n shard.Count, steps []plan.Step) ([]json.RawMessage, error) {
-	return stepsWithDiffs(steps, nil, n)
 }
 
 // printSpecShards prints, for `autox validate --shards N`, the shard of
