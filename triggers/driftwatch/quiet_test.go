@@ -152,12 +152,15 @@ func TestQuietPeriodMakesNoRequest(t *testing.T) {
 	quietPeriods(2)
 
 	// Another manager adds an annotation: checked (no drift), then quiet.
-	checked := checks(resultChecked)
+	checked, records := checks(resultChecked), count.recordGets.Load()
 	if _, err := cluster.Client.AppsV1().Deployments(ns).Patch(context.Background(), "d", types.MergePatchType,
 		[]byte(`{"metadata":{"annotations":{"team":"blue"}}}`), metav1.PatchOptions{FieldManager: "someone-else"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("the annotation checked", func() bool { return checks(resultChecked) > checked })
+	if got := count.recordGets.Load() - records; got != 0 {
+		t.Errorf("the check of an unchanged record read it %d times; want it from the cache", got)
+	}
 	quietPeriods(2)
 	if got := testutil.ToFloat64(metrics.corrections.WithLabelValues(resultCorrected)); got != 1 {
 		t.Errorf("a field another manager added was corrected: %v corrections", got)
