@@ -2,7 +2,11 @@ package driftwatch
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,10 +20,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/helmops/chartsource"
+	"github.com/autox-dev/autox/internal/testenv"
 )
 
 // requestCounter counts the requests of a rest.Config: all of them, the
@@ -211,6 +218,105 @@ func TestQuiet(t *testing.T) {
 	} {
 		if got := quiet(c.clean, c.current); got != c.want {
 			t.Errorf("%s: quiet = %v, want %v", name, got, c.want)
+		}
+	}
+}
+
+// TestQuietPeriodAtScale measures (AUTOX_DRIFT_SCALE=100,1000: release
+// counts; skipped without it) the requests of the drift loop in one
+// period of every release once each had its first check: with the quiet
+// skip, and with every periodic check made real (VerifyEvery 1: what the
+// loop did before, less one record GET per check, which the record cache
+// saves). Releases are of the chart "one" (one ConfigMap), as the bench's.
+func TestQuietPeriodAtScale(t *testing.T) {
+	scale := os.Getenv("AUTOX_DRIFT_SCALE")
+	if scale == "" {
+		t.Skip("a measurement: set AUTOX_DRIFT_SCALE=100,1000")
+	}
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := chartsource.LocalCharts{}.Load(context.Background(), config.Chart{Path: "charts/one"}, filepath.Join(root, "testdata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, err := metadata.NewForConfig(cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range strings.Split(scale, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns := cluster.Namespace(t)
+		installer, err := helmops.New(helmops.Options{RESTConfig: cluster.Config, Clientset: cs, Metadata: mc, StorageDriver: helmops.DriverSecret,
+			Timeout: time.Minute, Log: zerolog.Nop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var targets []Target
+		for i := 0; i < n; i++ {
+			name := fmt.Sprintf("r%d", i)
+			if _, err := installer.Install(context.Background(), helmops.Target{Spec: "spec", ReleaseSpec: "rs", Name: name, Namespace: ns, Chart: ch}); err != nil {
+				t.Fatal(err)
+			}
+			targets = append(targets, Target{DriftTarget: helmops.DriftTarget{Namespace: ns, Name: name, Revision: 1, Policy: &config.Drift{Mode: config.DriftCorrect}}})
+		}
+		for _, verify := range []int{0, 1} {
+			var count requestCounter
+			rc := rest.CopyConfig(cluster.Config)
+			rc.Wrap(count.wrap)
+			m, err := helmops.New(helmops.Options{RESTConfig: rc, Clientset: cs, Metadata: mc, StorageDriver: helmops.DriverSecret,
+				Timeout: time.Minute, Log: zerolog.Nop()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			ix := m.NewRecordIndex()
+			ix.Watch(ctx, []string{ns})
+			if !ix.WaitForSync(ctx) {
+				t.Fatal("the record index never synced")
+			}
+			metrics, err := NewMetrics(prometheus.NewRegistry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			period := 10 * time.Second
+			l := New(Options{
+				Checker: m.NewDriftChecker(helmops.DriftOptions{QPS: 2000, Burst: 2000}), Metadata: mc, Mapper: mapper(t),
+				Source:   func(context.Context) ([]Target, error) { return targets, nil },
+				Coalesce: 50 * time.Millisecond, Period: period, Refresh: time.Hour, VerifyEvery: verify, Workers: 4,
+				Metrics: metrics, Log: zerolog.Nop(),
+			})
+			done := make(chan error)
+			go func() { done <- l.Run(ctx) }()
+			checks := func(result string) float64 { return testutil.ToFloat64(metrics.checks.WithLabelValues(result)) }
+			periodic := func() float64 { return checks(resultChecked) + checks(resultSkipped) + checks(resultError) }
+			wait := func(ok func() bool) {
+				deadline := time.Now().Add(10 * time.Minute)
+				for !ok() {
+					if time.Now().After(deadline) {
+						t.Fatalf("%d releases: never (checked %v, skipped %v, error %v)", n, checks(resultChecked), checks(resultSkipped), checks(resultError))
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			wait(func() bool { return periodic() >= float64(n) }) // every first check
+			all, dry, recs, start := count.all.Load(), count.dryRuns.Load(), count.recordGets.Load(), periodic()
+			wait(func() bool { return periodic() >= start+float64(n) }) // one period of each
+			t.Logf("%d releases, verify-every %d: one period of each made %d requests (%d dry runs, %d record GETs); checked %v, skipped %v, error %v in all",
+				n, verify, count.all.Load()-all, count.dryRuns.Load()-dry, count.recordGets.Load()-recs, checks(resultChecked), checks(resultSkipped), checks(resultError))
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+			ix.Stop()
 		}
 	}
 }
