@@ -1,7 +1,10 @@
 // Package driftwatch is the drift loop of one leadership term: it checks
 // the releases its Source names (in sync, not locked, this instance's, with
 // drift on) when one of their objects changed, as metadata-only watches
-// shared per kind and namespace see it, and on a slow periodic re-check.
+// shared per kind and namespace see it, and on a slow periodic re-check,
+// which is skipped without a request while the watches and the record
+// index show the release's objects and record as its last clean check
+// read them.
 // A release with drift off is never named by the Source, so it costs no
 // watch and no request. Checks run in a small worker pool through the
 // checker's own rate limiter; a failed check is reported and retried with
