@@ -307,7 +307,7 @@ func TestQuietPeriodAtScale(t *testing.T) {
 					time.Sleep(50 * time.Millisecond)
 				}
 			}
-			wait(func() bool { return periodic() >= float64(n) }) // every first check
+			wait(func() bool { return checks(resultChecked)+checks(resultError) >= float64(n) }) // every first check
 			all, dry, recs, start := count.all.Load(), count.dryRuns.Load(), count.recordGets.Load(), periodic()
 			wait(func() bool { return periodic() >= start+float64(n) }) // one period of each
 			t.Logf("%d releases, verify-every %d: one period of each made %d requests (%d dry runs, %d record GETs); checked %v, skipped %v, error %v in all",
