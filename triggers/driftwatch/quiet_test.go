@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -19,14 +18,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
-	"github.com/autox-dev/autox/helmops/chartsource"
-	"github.com/autox-dev/autox/internal/testenv"
 )
 
 // requestCounter counts the requests of a rest.Config: all of them, the
@@ -52,6 +47,24 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
+// countedManager is a Manager whose requests count reports, with a record
+// index of namespace ns, synced; stop stops the index.
+func countedManager(t *testing.T, ctx context.Context, ns string) (*helmops.Manager, *requestCounter, func()) {
+	t.Helper()
+	count := &requestCounter{}
+	rc := rest.CopyConfig(cluster.Config)
+	rc.Wrap(count.wrap)
+	cs, mc := clients(t)
+	m := manager(t, rc, cs, mc)
+	ix := m.NewRecordIndex()
+	ix.Watch(ctx, []string{ns})
+	if !ix.WaitForSync(ctx) {
+		ix.Stop()
+		t.Fatal("the record index never synced")
+	}
+	return m, count, ix.Stop
+}
+
 // TestQuietPeriodMakesNoRequest: once a release's check found it clean,
 // its periodic re-checks make no request at all (no record GET, no dry
 // run) while nothing changes; a scale is still put back; an annotation
@@ -61,25 +74,9 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 // check a real one.
 func TestQuietPeriodMakesNoRequest(t *testing.T) {
 	_, ns, mc := scene(t)
-	var count requestCounter
-	rc := rest.CopyConfig(cluster.Config)
-	rc.Wrap(count.wrap)
-	cs, err := kubernetes.NewForConfig(cluster.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := helmops.New(helmops.Options{RESTConfig: rc, Clientset: cs, Metadata: mc, StorageDriver: helmops.DriverSecret,
-		Timeout: time.Minute, Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ix := m.NewRecordIndex()
-	defer ix.Stop()
-	ix.Watch(ctx, []string{ns})
-	if !ix.WaitForSync(ctx) {
-		t.Fatal("the record index never synced")
-	}
+	m, count, stop := countedManager(t, ctx, ns)
+	defer stop()
 	metrics, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -91,14 +88,7 @@ func TestQuietPeriodMakesNoRequest(t *testing.T) {
 		Coalesce: 50 * time.Millisecond, Period: 200 * time.Millisecond, Refresh: time.Hour,
 		Metrics: metrics, Log: zerolog.Nop(),
 	})
-	done := make(chan error)
-	go func() { done <- l.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	defer running(t, ctx, cancel, l)()
 	checks := func(result string) float64 { return testutil.ToFloat64(metrics.checks.WithLabelValues(result)) }
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
@@ -233,33 +223,15 @@ func TestQuietPeriodAtScale(t *testing.T) {
 	if scale == "" {
 		t.Skip("a measurement: set AUTOX_DRIFT_SCALE=100,1000")
 	}
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := chartsource.LocalCharts{}.Load(context.Background(), config.Chart{Path: "charts/one"}, filepath.Join(root, "testdata"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(cluster.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mc, err := metadata.NewForConfig(cluster.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := loadChart(t, "one")
+	cs, mc := clients(t)
 	for _, f := range strings.Split(scale, ",") {
 		n, err := strconv.Atoi(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ns := cluster.Namespace(t)
-		installer, err := helmops.New(helmops.Options{RESTConfig: cluster.Config, Clientset: cs, Metadata: mc, StorageDriver: helmops.DriverSecret,
-			Timeout: time.Minute, Log: zerolog.Nop()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		installer := manager(t, cluster.Config, cs, mc)
 		var targets []Target
 		for i := 0; i < n; i++ {
 			name := fmt.Sprintf("r%d", i)
@@ -269,20 +241,8 @@ func TestQuietPeriodAtScale(t *testing.T) {
 			targets = append(targets, Target{DriftTarget: helmops.DriftTarget{Namespace: ns, Name: name, Revision: 1, Policy: &config.Drift{Mode: config.DriftCorrect}}})
 		}
 		for _, verify := range []int{0, 1} {
-			var count requestCounter
-			rc := rest.CopyConfig(cluster.Config)
-			rc.Wrap(count.wrap)
-			m, err := helmops.New(helmops.Options{RESTConfig: rc, Clientset: cs, Metadata: mc, StorageDriver: helmops.DriverSecret,
-				Timeout: time.Minute, Log: zerolog.Nop()})
-			if err != nil {
-				t.Fatal(err)
-			}
 			ctx, cancel := context.WithCancel(context.Background())
-			ix := m.NewRecordIndex()
-			ix.Watch(ctx, []string{ns})
-			if !ix.WaitForSync(ctx) {
-				t.Fatal("the record index never synced")
-			}
+			m, count, stop := countedManager(t, ctx, ns)
 			metrics, err := NewMetrics(prometheus.NewRegistry())
 			if err != nil {
 				t.Fatal(err)
@@ -294,8 +254,7 @@ func TestQuietPeriodAtScale(t *testing.T) {
 				Coalesce: 50 * time.Millisecond, Period: period, Refresh: time.Hour, VerifyEvery: verify, Workers: 4,
 				Metrics: metrics, Log: zerolog.Nop(),
 			})
-			done := make(chan error)
-			go func() { done <- l.Run(ctx) }()
+			stopLoop := running(t, ctx, cancel, l)
 			checks := func(result string) float64 { return testutil.ToFloat64(metrics.checks.WithLabelValues(result)) }
 			periodic := func() float64 { return checks(resultChecked) + checks(resultSkipped) + checks(resultError) }
 			wait := func(ok func() bool) {
@@ -312,11 +271,8 @@ func TestQuietPeriodAtScale(t *testing.T) {
 			wait(func() bool { return periodic() >= start+float64(n) }) // one period of each
 			t.Logf("%d releases, verify-every %d: one period of each made %d requests (%d dry runs, %d record GETs); checked %v, skipped %v, error %v in all",
 				n, verify, count.all.Load()-all, count.dryRuns.Load()-dry, count.recordGets.Load()-recs, checks(resultChecked), checks(resultSkipped), checks(resultError))
-			cancel()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-			ix.Stop()
+			stopLoop()
+			stop()
 		}
 	}
 }
