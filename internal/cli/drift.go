@@ -39,12 +39,14 @@ type driftFlags struct {
 	driftLimitFlags
 	driftWorkers int
 	driftPeriod  time.Duration
+	driftVerify  int
 }
 
 func (d *driftFlags) register(fs *pflag.FlagSet) {
 	d.driftLimitFlags.register(fs)
 	fs.IntVar(&d.driftWorkers, "drift-workers", 2, "drift checks run at once")
 	fs.DurationVar(&d.driftPeriod, "drift-period", 10*time.Minute, "period of the re-check of each release with drift on, besides the checks its objects' changes trigger")
+	fs.IntVar(&d.driftVerify, "drift-verify-every", 0, "make every Nth periodic re-check of a release a real one (its dry runs) even when its objects and record are unchanged since its last clean check; 0: such a re-check is skipped and costs no request")
 }
 
 // driftMemory is the one memory of corrections of the process, so that a
@@ -77,7 +79,7 @@ func (r *runner) runDrift(ctx context.Context, deps *clusterDeps, ctrl *triggers
 		Checker:  f.checker(deps.helm, driftMemory()),
 		Metadata: deps.meta, Mapper: deps.mapper, Source: ctrl.DriftTargets, Busy: ctrl.DriftBusy,
 		Events: events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"}), Ref: ctrl.DriftRef(deps.mapper),
-		Metrics: r.metrics.drift, Workers: f.driftWorkers, Period: f.driftPeriod, Log: r.log,
+		Metrics: r.metrics.drift, Workers: f.driftWorkers, Period: f.driftPeriod, VerifyEvery: f.driftVerify, Log: r.log,
 	})
 	done := make(chan struct{})
 	go func() {
