@@ -126,11 +126,7 @@ specs:
     trigger: {version: v1, resource: configmaps, name: %[3]s, namespace: {{.NS}}}
     releaseSpecs: {hello: {chart: {path: {{.Charts}}/hello}}}
   exp:
-    trigger:
-      group: apps
-      version: v1
-      resource: deployments
-      selector: {matchLabels: {autox.dev/experiment: enabled}}
+    trigger: {group: apps, version: v1, resource: deployments, selector: {matchLabels: {autox.dev/experiment: enabled}}}
     releaseSpecs: {job: {chart: {path: {{.Charts}}/hello}}}
 `, a, b, c))
 
