@@ -209,6 +209,9 @@ type runner struct {
 	charts  *chartsource.ChartCache
 	backoff *triggers.Backoff
 	leading atomic.Bool
+	// shared are the replica's watches and record index, which the
+	// controllers of the shards it holds share (--shards above 1 only).
+	shared *sharedWatches
 }
 
 // runMetrics are the metrics each component registers on the one
@@ -234,7 +237,11 @@ func (r *runner) registerMetrics() error {
 	if m.leader, err = leader.NewMetrics(registry); err != nil {
 		return fmt.Errorf("cannot register metrics: %w", err)
 	}
-	if m.loop, err = triggers.NewMetrics(registry); err != nil {
+	newLoopMetrics := triggers.NewMetrics
+	if shard.Count(r.f.shards).Sharded() {
+		newLoopMetrics = triggers.NewShardMetrics
+	}
+	if m.loop, err = newLoopMetrics(registry); err != nil {
 		return fmt.Errorf("cannot register metrics: %w", err)
 	}
 	if m.events, err = eventsink.NewMetrics(registry); err != nil {
@@ -340,6 +347,12 @@ func (r *runner) elect(ctx context.Context, leaseClient kubernetes.Interface) er
 		OnLeading: r.leading.Store, Metrics: r.metrics.leader, Log: r.log,
 	}
 	if n := shard.Count(f.shards); n.Sharded() {
+		shared, err := r.newSharedWatches(ctx)
+		if err != nil {
+			return err
+		}
+		defer shared.watches.Stop()
+		r.shared = shared
 		return leader.RunShards(ctx, opts, n, nil, r.leadShard)
 	}
 	if f.leaderElect {
@@ -395,8 +408,17 @@ func (r *runner) leadFor(ctx context.Context, sh *triggers.Shard, term *leader.T
 	defer events.Shutdown()
 	events.StartRecordingToSink(sink)
 	// The term's reads of release records go through an index of their
-	// metadata, fed by the term's own watch (started and stopped by Run).
-	records := deps.helm.NewRecordIndex()
+	// metadata, fed by the term's own watch (started and stopped by Run);
+	// a shard term's, through the replica's, which its controller shares.
+	var records triggers.RecordIndex
+	var watches *triggers.Watches
+	if r.shared != nil {
+		deps.helm.UseRecordIndex(r.shared.records)
+		watches = r.shared.watches
+	} else {
+		records = deps.helm.NewRecordIndex()
+	}
+	loopMetrics := r.metrics.loop.ForShard(sh)
 	ctrl := r.live.attach(key, func(state *triggers.ConfigState) *triggers.Controller {
 		// The record of managed namespaces is written through the
 		// term's fence too, with or without leader election.
@@ -408,12 +430,12 @@ func (r *runner) leadFor(ctx context.Context, sh *triggers.Shard, term *leader.T
 		}
 		opts := deps.reconciler(state, r.charts, log)
 		opts.Helm = triggers.ShardReleases(opts.Helm, sh)
-		opts.Metrics, opts.Managed = r.metrics.loop, managed
+		opts.Metrics, opts.Managed = loopMetrics, managed
 		opts.Events = events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"})
 		return triggers.NewController(triggers.Options{
 			Reconciler: triggers.NewReconciler(opts), Inventory: deps.inv, Metadata: deps.meta, Records: records, Workers: f.workers,
-			Resync: f.resync, ShutdownTimeout: f.shutdownTimeout, Metrics: r.metrics.loop, RequestCount: apiRequests.Load, Log: log,
-			Backoff: r.backoff, Fenced: term.Done(), ValuesCoalesce: f.valuesCoalesce, Shard: sh,
+			Resync: f.resync, ShutdownTimeout: f.shutdownTimeout, Metrics: loopMetrics, RequestCount: apiRequests.Load, Log: log,
+			Backoff: r.backoff, Fenced: term.Done(), ValuesCoalesce: f.valuesCoalesce, Shard: sh, Watches: watches,
 		})
 	})
 	defer r.live.detach(key)
