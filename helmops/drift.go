@@ -8,9 +8,7 @@ import (
 	"sync"
 	"time"
 
-	helmrelease "helm.sh/helm/v4/pkg/release"
 	"helm.sh/helm/v4/pkg/release/common"
-	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -67,6 +65,19 @@ type DriftChecker struct {
 	mu      sync.Mutex
 	clients map[ServiceAccount]*driftClients
 	records kubernetes.Interface // autox's own, shared by all
+	// recs are the records last read, by release (namespace/name): a check
+	// whose record the index shows at the same resourceVersion makes no
+	// GET of it.
+	recs map[string]*driftRecord
+}
+
+// driftRecord is what checks use of the record of one revision of a
+// release, as read at resourceVersion.
+type driftRecord struct {
+	revision        int
+	resourceVersion string
+	manifest        string
+	hide            *redact.Redactor // of the record's values
 }
 
 type driftClients struct {
@@ -93,7 +104,8 @@ func (m *Manager) NewDriftChecker(opts DriftOptions) *DriftChecker {
 	rc := rest.CopyConfig(m.opts.RESTConfig) // keeps the fence (WrapTransport)
 	rc.QPS, rc.Burst = opts.QPS, opts.Burst
 	rc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(opts.QPS, opts.Burst)
-	return &DriftChecker{m: m, config: rc, mem: opts.Memory, now: opts.Now, clients: map[ServiceAccount]*driftClients{}}
+	return &DriftChecker{m: m, config: rc, mem: opts.Memory, now: opts.Now, clients: map[ServiceAccount]*driftClients{},
+		recs: map[string]*driftRecord{}}
 }
 
 // Memory is the checker's memory of corrections.
@@ -128,7 +140,10 @@ type DriftTarget struct {
 type DriftReport struct {
 	Release  drift.Release
 	Revision int
-	Objects  []ObjectDrift
+	// RecordVersion is the resourceVersion of the record the check read
+	// (or, unchanged, took from the checker's cache).
+	RecordVersion string
+	Objects       []ObjectDrift
 }
 
 // ObjectDrift is the check of one object of a release.
@@ -142,6 +157,11 @@ type ObjectDrift struct {
 	// not (a Conflict: the object changed since it was read).
 	Corrected  bool
 	CorrectErr error
+	// LiveUID and LiveVersion are the uid and resourceVersion of the live
+	// object the check read (empty: missing, or not read): a caller that
+	// watches the object knows from them whether it changed since.
+	LiveUID     types.UID
+	LiveVersion string
 }
 
 // Drifted reports whether any object of the release drifted.
@@ -183,17 +203,28 @@ func (c *DriftChecker) Check(ctx context.Context, t DriftTarget) (*DriftReport, 
 	if err != nil {
 		return nil, err
 	}
-	rel, err := c.record(ctx, cl, t)
+	rec, cached, err := c.record(ctx, cl, t)
 	if err != nil {
 		return nil, err
 	}
+	rep.RecordVersion = rec.resourceVersion
 	hide := t.Redact
 	if hide == nil {
-		hide = redact.New(rel.Config)
+		hide = rec.hide
 	}
-	objs, err := manifestObjects(rel.Manifest, t)
+	objs, err := manifestObjects(rec.manifest, t)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the manifest of release %s/%s revision %d: %w", t.Namespace, t.Name, t.Revision, hide.Error(err))
+	}
+	// A correction starts from live reads: of the object, and of the
+	// record when the check took it from the cache (confirmed once).
+	var confirmErr error
+	confirmed := !cached
+	confirm := func() error {
+		if !confirmed {
+			confirmErr, confirmed = c.confirmRecord(ctx, cl, t, rec), true
+		}
+		return confirmErr
 	}
 	for _, desired := range objs {
 		if err := ctx.Err(); err != nil {
@@ -204,7 +235,7 @@ func (c *DriftChecker) Check(ctx context.Context, t DriftTarget) (*DriftReport, 
 				continue
 			}
 		}
-		rep.Objects = append(rep.Objects, c.checkObject(ctx, cl, t, rules, desired, hide))
+		rep.Objects = append(rep.Objects, c.checkObject(ctx, cl, t, rules, desired, hide, confirm))
 	}
 	return rep, nil
 }
@@ -228,13 +259,13 @@ func (c *DriftChecker) Objects(ctx context.Context, t DriftTarget) ([]drift.Obje
 	if err != nil {
 		return nil, err
 	}
-	rel, err := c.record(ctx, cl, t)
+	rec, _, err := c.record(ctx, cl, t)
 	if err != nil {
 		return nil, err
 	}
-	objs, err := manifestObjects(rel.Manifest, t)
+	objs, err := manifestObjects(rec.manifest, t)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the manifest of release %s/%s revision %d: %w", t.Namespace, t.Name, t.Revision, redact.New(rel.Config).Error(err))
+		return nil, fmt.Errorf("cannot read the manifest of release %s/%s revision %d: %w", t.Namespace, t.Name, t.Revision, rec.hide.Error(err))
 	}
 	out := make([]drift.ObjectRef, 0, len(objs))
 	for _, o := range objs {
@@ -274,37 +305,93 @@ func (c *DriftChecker) noNewer(ctx context.Context, cl *driftClients, t DriftTar
 	return fmt.Errorf("not corrected: release %s/%s has a revision %d newer than the checked revision %d", t.Namespace, t.Name, next, t.Revision)
 }
 
-// record reads and checks the record of t's revision.
-func (c *DriftChecker) record(ctx context.Context, cl *driftClients, t DriftTarget) (*release.Release, error) {
-	key := recordKey(t.Name, t.Revision)
-	d := c.recordsOf(cl, t)
-	// Helm's drivers take no context: the read is waited for until ctx
-	// ends only (untilDone).
-	var r helmrelease.Releaser
-	err := c.m.untilDone(ctx, func() (err error) {
-		r, err = d.Get(key)
-		return err
-	})
+// record is the record of t's revision: the cached one (cached true) when
+// the record index shows it at the resourceVersion it was read at, else
+// read and checked (readRecord) and cached.
+func (c *DriftChecker) record(ctx context.Context, cl *driftClients, t DriftTarget) (*driftRecord, bool, error) {
+	key := t.Namespace + "/" + t.Name
+	if rv, ok := c.RecordVersion(t); ok {
+		c.mu.Lock()
+		r := c.recs[key]
+		c.mu.Unlock()
+		if r != nil && r.revision == t.Revision && r.resourceVersion == rv {
+			return r, true, nil
+		}
+	}
+	r, err := c.readRecord(ctx, cl, t)
+	if err != nil {
+		return nil, false, err
+	}
+	c.mu.Lock()
+	c.recs[key] = r
+	c.mu.Unlock()
+	return r, false, nil
+}
+
+// RecordVersion is the resourceVersion of the record of t's revision as the
+// Manager's record index shows it, without a request; false when the index
+// cannot vouch for t's namespace or has no such record.
+func (c *DriftChecker) RecordVersion(t DriftTarget) (string, bool) {
+	ri := c.m.index.Load().usable(t.Namespace)
+	if ri == nil {
+		return "", false
+	}
+	for _, r := range ri.records(t.Name) {
+		if r.revision == t.Revision {
+			return r.resourceVersion, true
+		}
+	}
+	return "", false
+}
+
+// Forget drops what the checker keeps of release namespace/name.
+func (c *DriftChecker) Forget(namespace, name string) {
+	c.mu.Lock()
+	delete(c.recs, namespace+"/"+name)
+	c.mu.Unlock()
+}
+
+// readRecord reads the record of t's revision live and checks it: it must
+// be deployed and this instance's.
+func (c *DriftChecker) readRecord(ctx context.Context, cl *driftClients, t DriftTarget) (*driftRecord, error) {
+	meta, data, _, err := fetchRecord(ctx, cl.records, c.m.opts.StorageDriver, t.Namespace, recordKey(t.Name, t.Revision))
 	if err != nil {
 		return nil, fmt.Errorf("cannot read revision %d of release %s/%s: %w", t.Revision, t.Namespace, t.Name, err)
 	}
-	rel, err := asV1(r)
+	rel, err := decodeRecord(data)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cannot read revision %d of release %s/%s: %w", t.Revision, t.Namespace, t.Name, err)
 	}
 	if rel.Info == nil || rel.Info.Status != common.StatusDeployed {
 		return nil, fmt.Errorf("revision %d of release %s/%s is not deployed: its objects are not checked", t.Revision, t.Namespace, t.Name)
 	}
-	if !format.RecordOf(rel.Name, t.Namespace, rel.Version, rel.Labels).OwnedBy(c.m.opts.Instance) {
+	if !format.RecordOf(rel.Name, t.Namespace, rel.Version, meta.Labels).OwnedBy(c.m.opts.Instance) {
 		return nil, fmt.Errorf("revision %d of release %s/%s is not this instance's: its objects are not checked", t.Revision, t.Namespace, t.Name)
 	}
-	return rel, nil
+	return &driftRecord{revision: t.Revision, resourceVersion: meta.ResourceVersion, manifest: rel.Manifest, hide: redact.New(rel.Config)}, nil
+}
+
+// confirmRecord reads the record of t's revision live before a correction
+// that a cached record led to: it must still be deployed, this instance's
+// and the one rec was read from.
+func (c *DriftChecker) confirmRecord(ctx context.Context, cl *driftClients, t DriftTarget, rec *driftRecord) error {
+	live, err := c.readRecord(ctx, cl, t)
+	if err != nil {
+		return fmt.Errorf("not corrected: %w", err)
+	}
+	if live.resourceVersion != rec.resourceVersion {
+		c.Forget(t.Namespace, t.Name)
+		return fmt.Errorf("not corrected: revision %d of release %s/%s changed since it was read", t.Revision, t.Namespace, t.Name)
+	}
+	return nil
 }
 
 // checkObject checks one object: the live object, the dry run of the
 // desired one (both as the release's identity), the engine's decision,
 // and in mode correct its correction.
-func (c *DriftChecker) checkObject(ctx context.Context, cl *driftClients, t DriftTarget, rules *drift.Rules, desired *unstructured.Unstructured, hide *redact.Redactor) ObjectDrift {
+//
+// confirm is called before a correction: its error stops it.
+func (c *DriftChecker) checkObject(ctx context.Context, cl *driftClients, t DriftTarget, rules *drift.Rules, desired *unstructured.Unstructured, hide *redact.Redactor, confirm func() error) ObjectDrift {
 	od := ObjectDrift{Result: drift.Result{Object: drift.RefOf(desired)}}
 	secret := desired.GetKind() == "Secret" && desired.GroupVersionKind().Group == ""
 	fail := func(doing string, err error) error {
@@ -323,6 +410,9 @@ func (c *DriftChecker) checkObject(ctx context.Context, cl *driftClients, t Drif
 	if err != nil {
 		od.CheckErr = fail("read", err)
 		return od
+	}
+	if live != nil {
+		od.LiveUID, od.LiveVersion = live.GetUID(), live.GetResourceVersion()
 	}
 	var dry *unstructured.Unstructured
 	if live != nil {
@@ -352,6 +442,10 @@ func (c *DriftChecker) checkObject(ctx context.Context, cl *driftClients, t Drif
 	// Revision t.Revision stays deployed while an upgrade to the next one
 	// applies its objects: a correction then would put back what that
 	// upgrade just wrote, or re-create an object it removed.
+	if err := confirm(); err != nil {
+		od.CorrectErr = err
+		return od
+	}
 	if err := c.noNewer(ctx, cl, t); err != nil {
 		od.CorrectErr = err
 		return od

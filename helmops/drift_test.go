@@ -344,11 +344,11 @@ func TestDriftPrecondition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := c.record(context.Background(), cl, DriftTarget{Namespace: ns, Name: "d", Revision: 1})
+	rec, _, err := c.record(context.Background(), cl, DriftTarget{Namespace: ns, Name: "d", Revision: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := manifestObjects(rel.Manifest, DriftTarget{Namespace: ns, Name: "d"})
+	objs, err := manifestObjects(rec.manifest, DriftTarget{Namespace: ns, Name: "d"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"helm.sh/helm/v4/pkg/storage"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/autox-dev/autox/internal/format"
 )
@@ -185,24 +186,7 @@ func modifiedOf(r *format.Release, labels map[string]string, meta metav1.ObjectM
 // gone (the API server says so of this record) or was written since the
 // index saw it.
 func (m *Manager) getRecord(ctx context.Context, namespace, name string, rec indexedRecord) (*release.Release, metav1.ObjectMeta, error) {
-	var (
-		meta metav1.ObjectMeta
-		data string
-		kind = "Secret"
-		err  error
-	)
-	if m.opts.StorageDriver == DriverConfigMap {
-		kind = "ConfigMap"
-		cm, gerr := m.clientset.CoreV1().ConfigMaps(namespace).Get(ctx, rec.key, metav1.GetOptions{})
-		if err = gerr; err == nil {
-			meta, data = cm.ObjectMeta, cm.Data["release"]
-		}
-	} else {
-		s, gerr := m.clientset.CoreV1().Secrets(namespace).Get(ctx, rec.key, metav1.GetOptions{})
-		if err = gerr; err == nil {
-			meta, data = s.ObjectMeta, string(s.Data["release"])
-		}
-	}
+	meta, data, kind, err := fetchRecord(ctx, m.clientset, m.opts.StorageDriver, namespace, rec.key)
 	if err != nil {
 		if recordNotFound(err, rec.key) {
 			return nil, meta, errStale
@@ -218,6 +202,24 @@ func (m *Manager) getRecord(ctx context.Context, namespace, name string, rec ind
 	}
 	rls.Labels = meta.Labels
 	return rls, meta, nil
+}
+
+// fetchRecord GETs the record named key of namespace from storageDriver's
+// resource: its metadata, its release data (undecoded) and the kind it is
+// stored as.
+func fetchRecord(ctx context.Context, cs kubernetes.Interface, storageDriver, namespace, key string) (metav1.ObjectMeta, string, string, error) {
+	if storageDriver == DriverConfigMap {
+		cm, err := cs.CoreV1().ConfigMaps(namespace).Get(ctx, key, metav1.GetOptions{})
+		if err != nil {
+			return metav1.ObjectMeta{}, "", "ConfigMap", err
+		}
+		return cm.ObjectMeta, cm.Data["release"], "ConfigMap", nil
+	}
+	s, err := cs.CoreV1().Secrets(namespace).Get(ctx, key, metav1.GetOptions{})
+	if err != nil {
+		return metav1.ObjectMeta{}, "", "Secret", err
+	}
+	return s.ObjectMeta, string(s.Data["release"]), "Secret", nil
 }
 
 // recordNotFound tells "this record does not exist" from any other 404: the

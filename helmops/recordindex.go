@@ -39,7 +39,9 @@ import (
 // first write creates revision 1's record only if none exists.
 //
 // One index serves one leadership term: it reads with the term's clients
-// and stops with it.
+// and stops with it. With --shards above 1 one index serves every shard term
+// of a replica (NewSharedRecordIndex): the shards' records share namespaces,
+// so one copy is kept, not one per shard held.
 type RecordIndex struct {
 	meta   metadata.Interface
 	gvr    schema.GroupVersionResource
@@ -74,8 +76,20 @@ func recordObjectKey(spec, namespace, object string) string {
 // NewRecordIndex returns an index of the Manager's storage driver's records
 // and makes the Manager read through it. It watches nothing until Watch.
 func (m *Manager) NewRecordIndex() *RecordIndex {
-	ix := &RecordIndex{meta: m.meta, gvr: recordResource(m.opts.StorageDriver), log: m.opts.Log,
-		expect: newExpectations(), pageSize: m.opts.ListPageSize}
+	ix := NewSharedRecordIndex(m.meta, m.opts.StorageDriver, m.opts.ListPageSize, m.opts.Log)
+	m.UseRecordIndex(ix)
+	return ix
+}
+
+// NewSharedRecordIndex returns an index of the records of storageDriver
+// (DriverSecret for "") read with meta, for the Managers of several terms at
+// once (UseRecordIndex): with --shards above 1, one per replica instead of
+// one per shard term, each a copy of the same records. The index only
+// reads, so meta need not be a term's fenced client; what the Managers
+// write reaches it through its expectations, whichever term wrote.
+func NewSharedRecordIndex(meta metadata.Interface, storageDriver string, pageSize int64, log zerolog.Logger) *RecordIndex {
+	ix := &RecordIndex{meta: meta, gvr: recordResource(storageDriver), log: log,
+		expect: newExpectations(), pageSize: pageSize}
 	ix.spaces = metainformer.NewSet(ix.spec, func(ns string, started bool) {
 		msg := "index of release records stopped"
 		if started {
@@ -83,9 +97,11 @@ func (m *Manager) NewRecordIndex() *RecordIndex {
 		}
 		ix.log.Info().Str("namespace", ns).Msg(msg)
 	})
-	m.index.Store(ix)
 	return ix
 }
+
+// UseRecordIndex makes m read through ix (see NewSharedRecordIndex).
+func (m *Manager) UseRecordIndex(ix *RecordIndex) { m.index.Store(ix) }
 
 // Watch makes the index watch exactly these namespaces: informers start for
 // new ones (they are used once synced) and stop for the others. After Stop

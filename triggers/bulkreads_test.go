@@ -124,7 +124,7 @@ func TestTriggerChangedAfterTheListIsReadAgain(t *testing.T) {
 				return
 			}
 			testenv.Eventually(t, patience, "the informer to see the deletion", func() (bool, error) {
-				inf := h.ctrl.informers.set.Get(k)
+				inf := h.ctrl.informers.informer(k)
 				if inf == nil {
 					return false, nil
 				}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/triggers/observe"
 )
 
 // Options configure a Controller.
@@ -61,6 +62,11 @@ type Options struct {
 	// (--shards above 1): it reconciles only that shard's keys, and its
 	// Reconciler must read releases through ShardReleases of the same.
 	Shard *Shard
+	// Watches, if set, are the replica's watches the controllers of its
+	// shards share: this controller's informers are its share of them, and
+	// so is its record index when the Watches have one (Records is then
+	// replaced). nil: informers of its own, as without shards.
+	Watches *Watches
 
 	// ValuesCoalesce is how long an event of a values source waits before
 	// its keys are reconciled, so that sources changed together make one
@@ -85,13 +91,13 @@ type Controller struct {
 	rec       *Reconciler
 	state     *ConfigState
 	queue     workqueue.TypedDelayingInterface[string]
-	informers *informerSet
+	informers watchSet
 	backoff   *Backoff
 
 	// sources watch the values sources the config references; unlike
 	// trigger informers they do not hold readiness back (a Secret autox
 	// may not list is an error of its release spec, reported there).
-	sources *informerSet
+	sources watchSet
 	// bulk lets the pass's LISTs stand in for reconciles' GETs.
 	bulk *bulkReads
 
@@ -134,9 +140,19 @@ func NewController(opts Options) *Controller {
 	c := &Controller{opts: opts, rec: opts.Reconciler, state: opts.Reconciler.State(), backoff: opts.Backoff}
 	c.queue = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
 		Name: "autox", MetricsProvider: opts.Metrics.queueProvider()})
-	c.informers = newInformerSet(opts.Metadata, triggerInformerKeys, c.onTriggerEvent, opts.Log)
-	c.sources = newInformerSet(opts.Metadata, sourceInformerKeys, c.onSourceEvent, opts.Log)
-	c.bulk = newBulkReads(c.informers.set.Get)
+	triggerKeys := func(cfg *config.Config) []observe.ListKey { return triggerInformerKeys(cfg, opts.Shard) }
+	sourceKeys := func(cfg *config.Config) []observe.ListKey { return sourceInformerKeys(cfg, opts.Shard) }
+	if w := opts.Watches; w != nil {
+		c.informers = w.triggers.share(triggerKeys, c.onTriggerEvent)
+		c.sources = w.sources.share(sourceKeys, c.onSourceEvent)
+		if w.records != nil {
+			c.opts.Records = w.records.share()
+		}
+	} else {
+		c.informers = newInformerSet(opts.Metadata, triggerKeys, c.onTriggerEvent, opts.Log)
+		c.sources = newInformerSet(opts.Metadata, sourceKeys, c.onSourceEvent, opts.Log)
+	}
+	c.bulk = newBulkReads(c.informers.informer)
 	c.rec.Observer().SetBulk(c.bulk)
 	c.index.Store(buildIndex(c.Config()))
 	opts.Metrics.setSuspended(c.Config())

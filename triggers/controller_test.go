@@ -73,6 +73,12 @@ type harness struct {
 	home string
 	// afterList, if set, runs after each LIST of triggers returns.
 	afterList func(observe.ListKey)
+	// shard, if set, is the one shard the controller works for; watches
+	// and sharedRecords, if set, the replica's watches it shares and the
+	// record index its Manager reads through (as autox run --shards).
+	shard         *Shard
+	watches       *Watches
+	sharedRecords *helmops.RecordIndex
 }
 
 // homeNS is autox's own namespace in the harness, another than h.NS.
@@ -119,7 +125,10 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 		h.t.Fatal(err)
 	}
 	var records RecordIndex
-	if !h.liveReads {
+	switch {
+	case h.sharedRecords != nil:
+		helm.UseRecordIndex(h.sharedRecords)
+	case !h.liveReads:
 		records = helm.NewRecordIndex()
 	}
 	meta, err := metadata.NewForConfig(rc)
@@ -146,7 +155,7 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	if h.sources != nil {
 		sources = h.sources
 	}
-	var writes Helm = helm
+	var writes Helm = ShardReleases(helm, h.shard)
 	if h.spy != nil {
 		writes = h.spy(helm)
 	}
@@ -158,7 +167,8 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 		Attempts: attempts.Store{Client: cs, Instance: helm.Instance(), Home: h.homeNS()}, State: state, Defaults: config.PolicyDefaults{Timeout: time.Minute, MaxHistory: 10}, Now: h.clock(),
 		Log: log, Metrics: m, Managed: managed})
 	ctrl = NewController(Options{Reconciler: rec, Inventory: inv, Metadata: meta, Records: records, Workers: 2, Resync: resync,
-		ShutdownTimeout: h.shutdown(), RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Backoff: h.backoff, Metrics: m, Log: log})
+		ShutdownTimeout: h.shutdown(), RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Backoff: h.backoff, Metrics: m, Log: log,
+		Shard: h.shard, Watches: h.watches})
 	h.ctrl, h.metrics, h.reads = ctrl, m, reads
 	ctx, cancel := context.WithCancel(context.Background())
 	h.stop, h.done = cancel, make(chan error, 1)

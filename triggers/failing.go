@@ -128,15 +128,7 @@ func (g *releaseSpecGauges) record(spec string, obj format.Object, ids []string,
 		} else {
 			delete(byObject, object)
 		}
-		var failing, source, stale, exhausted int
-		for _, oc := range byObject {
-			failing, source, stale = failing+b2i(oc.failing), source+b2i(oc.source), stale+b2i(oc.stale)
-			exhausted += b2i(oc.exhausted)
-		}
-		g.failing.WithLabelValues(spec, id).Set(float64(failing))
-		g.source.WithLabelValues(spec, id).Set(float64(source))
-		g.stale.WithLabelValues(spec, id).Set(float64(stale))
-		g.exhausted.WithLabelValues(spec, id).Set(float64(exhausted))
+		g.setCounts(spec, id, byObject)
 	}
 	for id := range bySpec {
 		if !want[id] {
@@ -153,6 +145,20 @@ func (g *releaseSpecGauges) record(spec string, obj format.Object, ids []string,
 	}
 }
 
+// setCounts sets the gauges of (spec, release spec id) from the outcomes
+// of its objects.
+func (g *releaseSpecGauges) setCounts(spec, id string, byObject map[string]outcome) {
+	var failing, source, stale, exhausted int
+	for _, oc := range byObject {
+		failing, source, stale = failing+b2i(oc.failing), source+b2i(oc.source), stale+b2i(oc.stale)
+		exhausted += b2i(oc.exhausted)
+	}
+	g.failing.WithLabelValues(spec, id).Set(float64(failing))
+	g.source.WithLabelValues(spec, id).Set(float64(source))
+	g.stale.WithLabelValues(spec, id).Set(float64(stale))
+	g.exhausted.WithLabelValues(spec, id).Set(float64(exhausted))
+}
+
 func (g *releaseSpecGauges) vecs() []*prometheus.GaugeVec {
 	return []*prometheus.GaugeVec{g.failing, g.source, g.stale, g.exhausted}
 }
@@ -164,6 +170,23 @@ func (g *releaseSpecGauges) reset() {
 	g.last = map[string]map[string]map[string]outcome{}
 	for _, v := range g.vecs() {
 		v.Reset()
+	}
+}
+
+// forgetWhere drops the outcomes of the (spec, object) where says, and
+// sets the gauges of what is left.
+func (g *releaseSpecGauges) forgetWhere(where func(spec, object string) bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for spec, bySpec := range g.last {
+		for id, byObject := range bySpec {
+			for object := range byObject {
+				if where(spec, object) {
+					delete(byObject, object)
+				}
+			}
+			g.setCounts(spec, id, byObject)
+		}
 	}
 }
 
@@ -193,9 +216,21 @@ func (m *Metrics) HelmOperation(action plan.Action, err error, took time.Duratio
 // endTerm drops what a leadership term knew of release specs: a standby's
 // gauges would otherwise repeat its last term's failures forever, beside
 // what the new leader reports. m may be nil.
+//
+// A shard's term forgets only its shard's: the outcomes of its keys, and its
+// series of releases and queue depth. The replica's other shards run on.
 func (m *Metrics) endTerm() {
-	if m != nil {
+	switch {
+	case m == nil:
+	case m.shard == nil:
 		m.releaseSpecs.reset()
+	default:
+		m.releaseSpecs.forgetWhere(m.shard.ownsOutcome)
+		if m.sharded {
+			i := m.labels()[0]
+			m.releases.DeletePartialMatch(prometheus.Labels{"shard": i})
+			m.depth.DeleteLabelValues(i)
+		}
 	}
 }
 

@@ -16,12 +16,12 @@ func (c *Controller) onTriggerEvent(k observe.ListKey, namespace, name string) {
 	idx := c.index.Load()
 	if k.Selector == "" {
 		for _, spec := range idx.specs[triggerKey{Group: k.GVR.Group, Resource: k.GVR.Resource, Namespace: namespace, Name: name}] {
-			c.queue.Add(spec)
+			c.addOwned(spec, 0)
 		}
 		return
 	}
 	for _, spec := range idx.selectors[k] {
-		c.queue.Add(ObjectKey(spec, format.Object{Namespace: namespace, Name: name}))
+		c.addOwned(ObjectKey(spec, format.Object{Namespace: namespace, Name: name}), 0)
 	}
 }
 

@@ -45,11 +45,26 @@ func newInformerSet(client metadata.Interface, keys func(*config.Config) []obser
 	return s
 }
 
-// triggerInformerKeys are the informers of cfg's triggers.
-func triggerInformerKeys(cfg *config.Config) []observe.ListKey {
+// watchSet is what a controller runs of its informers: a set of its own
+// (informerSet), or its share of the replica's (informerShare).
+type watchSet interface {
+	// sync runs the informers cfg needs, and no longer those it does not.
+	sync(ctx context.Context, cfg *config.Config)
+	hasSynced() bool
+	waitForSync(ctx context.Context) bool
+	stopAll()
+	// informer returns the running informer of k, or nil.
+	informer(k observe.ListKey) *metainformer.Informer
+}
+
+// triggerInformerKeys are the informers of cfg's triggers that the
+// controller of shard sh needs (nil: every one).
+func triggerInformerKeys(cfg *config.Config, sh *Shard) []observe.ListKey {
 	var out []observe.ListKey
-	for _, spec := range cfg.Specs {
-		out = append(out, observe.KeysFor(cfg, spec.Trigger)...)
+	for name, spec := range cfg.Specs {
+		if sh.watchesSpec(cfg, name) {
+			out = append(out, observe.KeysFor(cfg, spec.Trigger)...)
+		}
 	}
 	return out
 }
@@ -66,6 +81,8 @@ func (s *informerSet) hasSynced() bool { return s.set.HasSynced() }
 func (s *informerSet) waitForSync(ctx context.Context) bool { return s.set.WaitForSync(ctx) }
 
 func (s *informerSet) stopAll() { s.set.Stop() }
+
+func (s *informerSet) informer(k observe.ListKey) *metainformer.Informer { return s.set.Get(k) }
 
 // spec is the informer of k: its objects' metadata, selected by name or
 // by label selector, each event handed to onEvent.

@@ -1,6 +1,8 @@
 package triggers
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 
@@ -29,19 +31,39 @@ type Metrics struct {
 	reconciles        *prometheus.CounterVec
 	reconcileDuration prometheus.Histogram
 	helmOperations    *prometheus.CounterVec
-	releases          *prometheus.GaugeVec
-	lastPass          prometheus.Gauge
-	depth             prometheus.Gauge
-	objects           *prometheus.GaugeVec
-	helmDuration      *prometheus.HistogramVec
-	passDuration      prometheus.Histogram
-	releaseSpecs      *releaseSpecGauges
-	suspended         *prometheus.GaugeVec
+	// releases is by status, and depth one series; with shards
+	// (NewShardMetrics) both are by shard too, each shard's controller
+	// writing its own series through its copy (ForShard).
+	releases     *prometheus.GaugeVec
+	lastPass     prometheus.Gauge
+	depth        *prometheus.GaugeVec
+	objects      *prometheus.GaugeVec
+	helmDuration *prometheus.HistogramVec
+	passDuration prometheus.Histogram
+	releaseSpecs *releaseSpecGauges
+	suspended    *prometheus.GaugeVec
+
+	// sharded: releases and depth have the shard label. shard is set on
+	// the copy ForShard makes for the controller of one shard.
+	sharded bool
+	shard   *Shard
 }
 
 // NewMetrics creates the control loop's metrics and registers them on reg.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) { return newMetrics(reg, false) }
+
+// NewShardMetrics is NewMetrics for --shards above 1: autox_releases and
+// autox_workqueue_depth have a shard label, and each shard's controller
+// must use its copy (ForShard), so that one shard's pass, queue and term
+// end touch only its own series.
+func NewShardMetrics(reg prometheus.Registerer) (*Metrics, error) { return newMetrics(reg, true) }
+
+func newMetrics(reg prometheus.Registerer, sharded bool) (*Metrics, error) {
+	var byShard []string
+	if sharded {
+		byShard = []string{"shard"}
+	}
+	m := &Metrics{sharded: sharded,
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "autox_reconcile_total", Help: "Reconciles of a spec, by spec and result.",
 		}, []string{"spec", "result"}),
@@ -53,14 +75,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "autox_helm_operations_total", Help: "Helm writes by action (install, upgrade, reinstall, uninstall, rollback) and result.",
 		}, []string{"action", "result"}),
 		releases: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "autox_releases", Help: "autox-managed releases by Helm status, as of the last periodic pass.",
-		}, []string{"status"}),
+			Name: "autox_releases", Help: "autox-managed releases by Helm status, as of the last periodic pass; with --shards above 1, of each shard this replica holds.",
+		}, append(byShard, "status")),
 		lastPass: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "autox_last_pass_timestamp_seconds", Help: "Unix time when the last pass over every spec completed.",
 		}),
-		depth: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "autox_workqueue_depth", Help: "Specs and selector objects waiting to be reconciled.",
-		}),
+		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "autox_workqueue_depth", Help: "Specs and selector objects waiting to be reconciled; with --shards above 1, by shard this replica holds.",
+		}, byShard),
 		objects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "autox_selector_objects", Help: "Objects a selector spec selects with its trigger labels set, as of the last periodic pass, by state: served, over_limit (past maxObjects) or conflict (claimed by another spec too).",
 		}, []string{"spec", "state"}),
@@ -112,16 +134,60 @@ func (m *Metrics) setObjects(spec string, served, overLimit, conflict int) {
 	m.objects.WithLabelValues(spec, "conflict").Set(float64(conflict))
 }
 
-// setReleases replaces the release status counts.
+// ForShard is m for the controller of shard sh: with NewShardMetrics, its
+// release counts and queue depth are the shard's series, and its term's
+// end forgets only what is the shard's.
+func (m *Metrics) ForShard(sh *Shard) *Metrics {
+	if m == nil || sh == nil {
+		return m
+	}
+	c := *m
+	c.shard = sh
+	return &c
+}
+
+// labels are the label values of a series of releases or depth: the
+// shard's first, with shards.
+func (m *Metrics) labels(values ...string) []string {
+	if !m.sharded {
+		return values
+	}
+	i := ""
+	if m.shard != nil {
+		i = strconv.Itoa(m.shard.Index)
+	}
+	return append([]string{i}, values...)
+}
+
+// setReleases replaces the release status counts of the pass's listing.
+// With shards, each shard counts only its own releases (setShardReleases),
+// from the same listing, and this does nothing.
 func (m *Metrics) setReleases(byStatus map[string]int) {
+	if m.sharded {
+		return
+	}
 	m.releases.Reset()
 	for s, n := range byStatus {
 		m.releases.WithLabelValues(s).Set(float64(n))
 	}
 }
 
+// setShardReleases replaces the release status counts of m's shard.
+func (m *Metrics) setShardReleases(byStatus map[string]int) {
+	if m == nil || !m.sharded {
+		return
+	}
+	m.releases.DeletePartialMatch(prometheus.Labels{"shard": m.labels()[0]})
+	for s, n := range byStatus {
+		m.releases.WithLabelValues(m.labels(s)...).Set(float64(n))
+	}
+}
+
 // queueMetrics gives the work queue its depth gauge and no other metric:
-// client-go's queue keeps the gauge itself, by its Add and Get.
+// client-go's queue keeps the gauge itself, by its Add and Get. Each
+// shard's queue has a gauge of its own: client-go counts with Inc and Dec,
+// and sets nothing, so two queues on one gauge would make it their sum
+// until a new term's zero wiped the other queue's part.
 type queueMetrics struct {
 	workqueue.MetricsProvider
 	depth prometheus.Gauge
@@ -135,8 +201,9 @@ func (m *Metrics) queueProvider() workqueue.MetricsProvider {
 	if m == nil {
 		return nil
 	}
-	m.depth.Set(0)
-	return queueMetrics{MetricsProvider: noQueueMetrics{}, depth: m.depth}
+	depth := m.depth.WithLabelValues(m.labels()...)
+	depth.Set(0)
+	return queueMetrics{MetricsProvider: noQueueMetrics{}, depth: depth}
 }
 
 // noQueueMetrics is a workqueue.MetricsProvider that keeps nothing.

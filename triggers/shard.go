@@ -2,6 +2,8 @@ package triggers
 
 import (
 	"context"
+	"strings"
+	"time"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/format"
@@ -37,6 +39,27 @@ func (s *Shard) OwnsKey(cfg *config.Config, key string) bool {
 		return s.Count.OfSpec(spec) == s.Index
 	}
 	return true
+}
+
+// watchesSpec reports whether the controller of this shard watches spec's
+// trigger and values sources: a named spec's shard does, and every shard
+// watches a selector spec's, whose objects spread over all of them.
+func (s *Shard) watchesSpec(cfg *config.Config, spec string) bool {
+	if s == nil {
+		return true
+	}
+	sp := cfg.Specs[spec]
+	return sp == nil || sp.Trigger.IsSelector() || s.Count.OfSpec(spec) == s.Index
+}
+
+// ownsOutcome reports whether a release spec outcome of spec's object (its
+// String, "" for a spec's own key) is this shard's, as the metrics keep it:
+// an object's is its object's shard's, any other its spec's.
+func (s *Shard) ownsOutcome(spec, object string) bool {
+	if ns, name, ok := strings.Cut(object, "/"); ok {
+		return s.Count.OfObject(format.Object{Namespace: ns, Name: name}) == s.Index
+	}
+	return s.Count.OfSpec(spec) == s.Index
 }
 
 // OwnsRecord reports whether a release is this shard's, by its labels.
@@ -83,17 +106,37 @@ func (h shardHelm) only(rels []*format.Release) []*format.Release {
 	return out
 }
 
-// countShardReleases tells the shard how many of the listed records are its.
+// addOwned queues an event's key after delay (0: now) when this controller
+// reconciles it: with Watches, the events of an informer that several of a
+// replica's shards need reach each of their controllers, and a key of
+// another shard would only wait in this queue to be dropped.
+func (c *Controller) addOwned(key string, delay time.Duration) {
+	switch {
+	case !c.opts.Shard.OwnsKey(c.Config(), key):
+	case delay > 0:
+		c.queue.AddAfter(key, delay)
+	default:
+		c.queue.Add(key)
+	}
+}
+
+// countShardReleases tells the shard how many of the listed records are
+// its, and sets its autox_releases from them.
 func (c *Controller) countShardReleases(recs []format.Record) {
 	s := c.opts.Shard
-	if s == nil || s.Releases == nil {
+	if s == nil {
 		return
 	}
 	n := 0
+	byStatus := map[string]int{}
 	for _, r := range recs {
 		if s.OwnsRecord(r) {
 			n++
+			byStatus[string(r.Status)]++
 		}
 	}
-	s.Releases(n)
+	c.opts.Metrics.setShardReleases(byStatus)
+	if s.Releases != nil {
+		s.Releases(n)
+	}
 }

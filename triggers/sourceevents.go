@@ -21,12 +21,15 @@ type sourceUser struct {
 // key each: an informer per object, with a field selector on its name, so
 // that RBAC can name the objects (resourceNames) and nothing else is watched.
 // For a selector spec, every namespace it covers where its release spec may
-// live; sourceUsers says who uses each.
-func sourceInformerKeys(cfg *config.Config) []observe.ListKey {
+// live; sourceUsers says who uses each. Of those, the ones a spec of shard
+// sh uses (nil: every one).
+func sourceInformerKeys(cfg *config.Config, sh *Shard) []observe.ListKey {
 	users := sourceUsers(cfg)
 	keys := make([]observe.ListKey, 0, len(users))
-	for k := range users {
-		keys = append(keys, k)
+	for k, us := range users {
+		if slices.ContainsFunc(us, func(u sourceUser) bool { return sh.watchesSpec(cfg, u.spec) }) {
+			keys = append(keys, k)
+		}
 	}
 	return keys
 }
@@ -99,7 +102,7 @@ func (c *Controller) onSourceEvent(k observe.ListKey, _, _ string) {
 	cfg := c.Config()
 	for _, u := range idx.sources[k] {
 		if !u.perObject {
-			c.queue.AddAfter(u.spec, c.opts.ValuesCoalesce)
+			c.addOwned(u.spec, c.opts.ValuesCoalesce)
 			continue
 		}
 		spec := cfg.Specs[u.spec]
@@ -108,12 +111,12 @@ func (c *Controller) onSourceEvent(k observe.ListKey, _, _ string) {
 		}
 		objs, known := c.rec.Observer().Admissions().Served(u.spec, observe.Identity(cfg, spec.Trigger))
 		if !known {
-			c.queue.AddAfter(u.spec, c.opts.ValuesCoalesce) // the sweep finds them
+			c.addOwned(u.spec, c.opts.ValuesCoalesce) // the sweep finds them
 			continue
 		}
 		for _, o := range objs {
 			if o.Namespace == u.objectNamespace {
-				c.queue.AddAfter(ObjectKey(u.spec, o), c.opts.ValuesCoalesce)
+				c.addOwned(ObjectKey(u.spec, o), c.opts.ValuesCoalesce)
 			}
 		}
 	}

@@ -45,7 +45,7 @@ type listedRelease struct {
 	// --shards > 1 only.
 	Shard *int `json:"shard,omitempty"`
 	// Drift is what --drift found (read-only), nil without it.
-	Drift *listDrift `json:"drift,omitempty"`
+	Drift *releaseDrift `json:"drift,omitempty"`
 }
 
 func newListCommand(version string) *cobra.Command {
@@ -53,6 +53,7 @@ func newListCommand(version string) *cobra.Command {
 		cf                      clusterFlags
 		path, output, namespace string
 		orphans, withDrift      bool
+		limit                   driftLimitFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "list --config FILE",
@@ -98,7 +99,7 @@ func newListCommand(version string) *cobra.Command {
 			// others, then fail.
 			rows := withShards(shard.Count(cf.shards), listRows(cfg, deps.helm.Instance(), rels, orphans, cf.defaultServiceAccount), rels)
 			if withDrift {
-				addDrift(cmd.Context(), deps.helm.NewDriftChecker(helmops.DriftOptions{}), cfg, rows, rels)
+				addDrift(cmd.Context(), limit.checker(deps.helm, nil), cfg, rows, rels)
 			}
 			if perr := printRows(cmd.OutOrStdout(), output, rows); perr != nil {
 				return &exitError{1, perr}
@@ -116,6 +117,7 @@ func newListCommand(version string) *cobra.Command {
 	fs.StringVarP(&namespace, "namespace", "n", "", "only this namespace (one of the config's, or one recorded as managed)")
 	fs.BoolVar(&orphans, "orphans", false, "only releases the config no longer wants")
 	fs.BoolVar(&withDrift, "drift", false, "check each release's objects for drift (read-only, as drift warn mode: never corrects)")
+	limit.register(fs)
 	return cmd
 }
 

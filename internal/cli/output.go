@@ -44,33 +44,34 @@ func writeJSON(w io.Writer, v interface{}) error {
 	return enc.Encode(v)
 }
 
-// printSteps prints the plan: a table, or with -o json an array (never null).
-// With --shards > 1 every step says its shard (a SHARD column, a shard field).
+// printSteps prints the plan's steps alone: a table, or with -o json an
+// array (never null). With --shards > 1 every step says its shard (a SHARD
+// column, a shard field).
 func printSteps(w io.Writer, output string, steps []plan.Step, shards shard.Count) error {
-	if output == "json" {
-		if steps == nil {
-			steps = []plan.Step{}
-		}
-		if shards.Sharded() {
-			out, err := stepsWithShard(shards, steps)
-			if err != nil {
-				return err
-			}
-			return writeJSON(w, out)
-		}
-		return writeJSON(w, steps)
-	}
+	return printPlan(w, output, planView{steps: steps, shards: shards})
+}
+
+// printStepsTable prints the plan's table: a SHARD column first with
+// --shards > 1, a DRIFT column last unless --drift=false.
+func printStepsTable(w io.Writer, v planView) error {
 	header := "ACTION\tSPEC\tRELEASE SPEC\tOBJECT\tRELEASE\tNAMESPACE\tRUNS AS\tCHART TRUST\tREASON"
-	if shards.Sharded() {
+	if v.shards.Sharded() {
 		header = "SHARD\t" + header
 	}
+	if v.drifts != nil {
+		header += "\tDRIFT"
+	}
 	tw := newTable(w, header)
-	for _, s := range steps {
-		if shards.Sharded() {
-			fmt.Fprintf(tw, "%d\t", stepShard(shards, s))
+	for i, s := range v.steps {
+		if v.shards.Sharded() {
+			fmt.Fprintf(tw, "%d\t", stepShard(v.shards, s))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Action, s.Spec, s.ReleaseSpec, orDash(s.Object), s.Release, s.Namespace,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", s.Action, s.Spec, s.ReleaseSpec, orDash(s.Object), s.Release, s.Namespace,
 			runsAs(s.ServiceAccount), chartTrust(s.ChartPinned, s.ChartVerified, s.ChartPlainHTTP), s.Reason)
+		if v.drifts != nil {
+			fmt.Fprintf(tw, "\t%s", driftColumn(v.drifts[i]))
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }

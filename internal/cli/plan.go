@@ -19,8 +19,9 @@ func newPlanCommand(version string) *cobra.Command {
 		cf               clusterFlags
 		path, output     string
 		detailedExitCode bool
-		diff             bool
+		diff, withDrift  bool
 		df               diffFlags
+		limit            driftLimitFlags
 		logLevel         string
 	)
 	cmd := &cobra.Command{
@@ -32,7 +33,10 @@ It uses the same decision code as run. With --diff it also shows, for every
 release a step would change, a unified diff per object of the manifest its
 record holds against the one the new config renders (a client-side dry run
 with the cluster's capabilities), Secret data as <redacted> and the values of
-Secret sources masked: a reviewer's diff. Exit codes: 0 ok, 1 invalid config
+Secret sources masked: a reviewer's diff. A release the plan leaves in
+sync whose drift mode is warn or correct gets a read-only drift check (a
+server-side-apply dry run of each object, as the release's identity): a
+DRIFT column, paths only, never values; --drift=false makes none. Exit codes: 0 ok, 1 invalid config
 or cluster error (or a diff that could not be made), 2 changes pending (only
 with --detailed-exitcode).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -75,7 +79,12 @@ with --detailed-exitcode).`,
 			if diff {
 				diffs, undiffed = diffSteps(cmd.Context(), rec, deps.helm, steps)
 			}
-			if err := printPlan(cmd.OutOrStdout(), output, steps, diffs, diff, shard.Count(cf.shards)); err != nil {
+			view := planView{steps: steps, shards: shard.Count(cf.shards), diff: diff, diffs: diffs}
+			if withDrift {
+				// A failed check is in its step's drift: it never fails the plan.
+				view.drifts = planDrifts(cmd.Context(), limit.checker(deps.helm, nil), cfg, steps)
+			}
+			if err := printPlan(cmd.OutOrStdout(), output, view); err != nil {
 				return &exitError{1, err}
 			}
 			if planErr != nil {
@@ -102,23 +111,42 @@ with --detailed-exitcode).`,
 	fs.StringVar(&logLevel, "log-level", "warn", "log level of messages on stderr")
 	fs.BoolVar(&diff, "diff", false, "also show, per release that changes, a unified diff of each object (Secret data redacted, Secret sources' values masked)")
 	df.register(fs)
+	fs.BoolVar(&withDrift, "drift", true, "check the drift of each release the plan leaves in sync with drift warn or correct (read-only dry runs as the release's identity); false: no drift request at all")
+	limit.register(fs)
 	return cmd
 }
 
-// printPlan prints the plan's steps and, with --diff, their diffs.
-func printPlan(w io.Writer, output string, steps []plan.Step, diffs map[int]*releaseDiff, diff bool, shards shard.Count) error {
-	if !diff {
-		return printSteps(w, output, steps, shards)
-	}
+// planView is what plan prints: its steps, and with --diff their diffs
+// (by index), and unless --drift=false their drifts (one per step).
+type planView struct {
+	steps  []plan.Step
+	shards shard.Count
+	diff   bool
+	diffs  map[int]*releaseDiff
+	drifts []*releaseDrift
+}
+
+// printPlan prints the plan: a table (and with --diff, the diffs after
+// it), or with -o json an array of steps (never null).
+func printPlan(w io.Writer, output string, v planView) error {
 	if output == "json" {
-		out, err := stepsWithDiffs(steps, diffs, shards)
+		if !v.diff && v.drifts == nil && !v.shards.Sharded() {
+			if v.steps == nil {
+				return writeJSON(w, []plan.Step{})
+			}
+			return writeJSON(w, v.steps)
+		}
+		out, err := stepsJSON(v)
 		if err != nil {
 			return err
 		}
 		return writeJSON(w, out)
 	}
-	if err := printSteps(w, output, steps, shards); err != nil {
+	if err := printStepsTable(w, v); err != nil {
 		return err
 	}
-	return printDiffs(w, steps, diffs)
+	if !v.diff {
+		return nil
+	}
+	return printDiffs(w, v.steps, v.diffs)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/autox-dev/autox/helmops/chartsource"
 	"github.com/autox-dev/autox/internal/manifestdiff"
 	"github.com/autox-dev/autox/internal/redact"
-	"github.com/autox-dev/autox/internal/shard"
 	"github.com/autox-dev/autox/triggers"
 	"github.com/autox-dev/autox/triggers/plan"
 )
@@ -165,25 +164,32 @@ func summary(d *releaseDiff) string {
 	}
 }
 
-// stepsWithDiffs is the plan as -o json prints it with --diff: each step
-// as without (its fields in the same order), and a "diff" on those that
-// change a release's objects.
-func stepsWithDiffs(steps []plan.Step, diffs map[int]*releaseDiff, shards shard.Count) ([]json.RawMessage, error) {
-	out := make([]json.RawMessage, 0, len(steps))
-	for i, s := range steps {
+// stepsJSON is the plan as -o json prints it with --shards > 1, --diff or
+// drift: each step as without (its fields in the same order), then its
+// "shard", its "diff" when it changes a release's objects, and its "drift".
+func stepsJSON(v planView) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, 0, len(v.steps))
+	for i, s := range v.steps {
 		b, err := json.Marshal(s)
 		if err != nil {
 			return nil, err
 		}
-		if shards.Sharded() {
-			b = append(append(b[:len(b)-1:len(b)-1], fmt.Sprintf(`,"shard":%d`, stepShard(shards, s))...), '}')
+		var extra []any
+		if v.shards.Sharded() {
+			extra = append(extra, "shard", stepShard(v.shards, s))
 		}
-		if d := diffs[i]; d != nil {
-			db, err := json.Marshal(d)
+		if d := v.diffs[i]; d != nil {
+			extra = append(extra, "diff", d)
+		}
+		if v.drifts != nil {
+			extra = append(extra, "drift", v.drifts[i])
+		}
+		for j := 0; j < len(extra); j += 2 {
+			vb, err := json.Marshal(extra[j+1])
 			if err != nil {
 				return nil, err
 			}
-			b = append(append(append(b[:len(b)-1:len(b)-1], `,"diff":`...), db...), '}')
+			b = append(append(append(b[:len(b)-1:len(b)-1], fmt.Sprintf(`,%q:`, extra[j])...), vb...), '}')
 		}
 		out = append(out, b)
 	}

@@ -20,11 +20,11 @@ func TestMaskLines(t *testing.T) {
 	}
 }
 
-// TestStepsWithDiffs: with --diff, -o json keeps each step's fields as
+// TestStepsJSONDiffs: with --diff, -o json keeps each step's fields as
 // without it and adds "diff" only to the steps that have one.
-func TestStepsWithDiffs(t *testing.T) {
+func TestStepsJSONDiffs(t *testing.T) {
 	steps := []plan.Step{{Action: plan.ActionUpgrade, Spec: "s", Release: "r"}, {Action: plan.ActionNone, Spec: "s", Release: "q"}}
-	out, err := stepsWithDiffs(steps, map[int]*releaseDiff{0: {Changes: []manifestdiff.Change{{Object: "v1 ConfigMap r", Change: "changed", Diff: "-a\n+b\n"}}}}, 1)
+	out, err := stepsJSON(planView{steps: steps, shards: 1, diff: true, diffs: map[int]*releaseDiff{0: {Changes: []manifestdiff.Change{{Object: "v1 ConfigMap r", Change: "changed", Diff: "-a\n+b\n"}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,9 @@
 package cli
 
 import (
-	"math"
-
 	"context"
 	"errors"
 	"fmt"
-	memlimit "github.com/KimMachineGun/automemlimit/memlimit"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -46,6 +43,7 @@ type runFlags struct {
 	retryPeriod                         time.Duration
 	httpAddr, logLevel, logFormat       string
 	pprofAddr                           string
+	memoryLimit                         string
 	configDebounce, configCheckInterval time.Duration
 	valuesCoalesce                      time.Duration
 	driftFlags
@@ -84,6 +82,7 @@ func newRunCommand(version string) *cobra.Command {
 	fs.DurationVar(&f.retryPeriod, "leader-election-retry-period", 2*time.Second, "period of acquire and renew attempts")
 	fs.StringVar(&f.httpAddr, "http-addr", ":8080", "address serving /metrics, /healthz and /readyz (empty: off)")
 	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "address serving Go's profiles under /debug/pprof/, e.g. 127.0.0.1:6060 (empty: off)")
+	fs.StringVar(&f.memoryLimit, "memory-limit", defaultMemoryLimit, "soft memory limit of the Go runtime when the container has none (with a container limit: 90 % of it); 0 for none; GOMEMLIMIT in the environment wins")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or console")
 	return cmd
@@ -119,7 +118,9 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 	if err := f.check(); err != nil {
 		return &exitError{1, err}
 	}
-	setMemoryLimit(log)
+	if err := setMemoryLimit(log, f.memoryLimit); err != nil {
+		return &exitError{1, err}
+	}
 	initial, err := watch.Load(f.config)
 	if err != nil {
 		return configError(cmd, f.config, err)
@@ -208,6 +209,9 @@ type runner struct {
 	charts  *chartsource.ChartCache
 	backoff *triggers.Backoff
 	leading atomic.Bool
+	// shared are the replica's watches and record index, which the
+	// controllers of the shards it holds share (--shards above 1 only).
+	shared *sharedWatches
 }
 
 // runMetrics are the metrics each component registers on the one
@@ -233,7 +237,11 @@ func (r *runner) registerMetrics() error {
 	if m.leader, err = leader.NewMetrics(registry); err != nil {
 		return fmt.Errorf("cannot register metrics: %w", err)
 	}
-	if m.loop, err = triggers.NewMetrics(registry); err != nil {
+	newLoopMetrics := triggers.NewMetrics
+	if shard.Count(r.f.shards).Sharded() {
+		newLoopMetrics = triggers.NewShardMetrics
+	}
+	if m.loop, err = newLoopMetrics(registry); err != nil {
 		return fmt.Errorf("cannot register metrics: %w", err)
 	}
 	if m.events, err = eventsink.NewMetrics(registry); err != nil {
@@ -339,6 +347,12 @@ func (r *runner) elect(ctx context.Context, leaseClient kubernetes.Interface) er
 		OnLeading: r.leading.Store, Metrics: r.metrics.leader, Log: r.log,
 	}
 	if n := shard.Count(f.shards); n.Sharded() {
+		shared, err := r.newSharedWatches(ctx)
+		if err != nil {
+			return err
+		}
+		defer shared.watches.Stop()
+		r.shared = shared
 		return leader.RunShards(ctx, opts, n, nil, r.leadShard)
 	}
 	if f.leaderElect {
@@ -394,8 +408,17 @@ func (r *runner) leadFor(ctx context.Context, sh *triggers.Shard, term *leader.T
 	defer events.Shutdown()
 	events.StartRecordingToSink(sink)
 	// The term's reads of release records go through an index of their
-	// metadata, fed by the term's own watch (started and stopped by Run).
-	records := deps.helm.NewRecordIndex()
+	// metadata, fed by the term's own watch (started and stopped by Run);
+	// a shard term's, through the replica's, which its controller shares.
+	var records triggers.RecordIndex
+	var watches *triggers.Watches
+	if r.shared != nil {
+		deps.helm.UseRecordIndex(r.shared.records)
+		watches = r.shared.watches
+	} else {
+		records = deps.helm.NewRecordIndex()
+	}
+	loopMetrics := r.metrics.loop.ForShard(sh)
 	ctrl := r.live.attach(key, func(state *triggers.ConfigState) *triggers.Controller {
 		// The record of managed namespaces is written through the
 		// term's fence too, with or without leader election.
@@ -407,12 +430,12 @@ func (r *runner) leadFor(ctx context.Context, sh *triggers.Shard, term *leader.T
 		}
 		opts := deps.reconciler(state, r.charts, log)
 		opts.Helm = triggers.ShardReleases(opts.Helm, sh)
-		opts.Metrics, opts.Managed = r.metrics.loop, managed
+		opts.Metrics, opts.Managed = loopMetrics, managed
 		opts.Events = events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "autox"})
 		return triggers.NewController(triggers.Options{
 			Reconciler: triggers.NewReconciler(opts), Inventory: deps.inv, Metadata: deps.meta, Records: records, Workers: f.workers,
-			Resync: f.resync, ShutdownTimeout: f.shutdownTimeout, Metrics: r.metrics.loop, RequestCount: apiRequests.Load, Log: log,
-			Backoff: r.backoff, Fenced: term.Done(), ValuesCoalesce: f.valuesCoalesce, Shard: sh,
+			Resync: f.resync, ShutdownTimeout: f.shutdownTimeout, Metrics: loopMetrics, RequestCount: apiRequests.Load, Log: log,
+			Backoff: r.backoff, Fenced: term.Done(), ValuesCoalesce: f.valuesCoalesce, Shard: sh, Watches: watches,
 		})
 	})
 	defer r.live.detach(key)
@@ -420,20 +443,4 @@ func (r *runner) leadFor(ctx context.Context, sh *triggers.Shard, term *leader.T
 	// Catch up with a file changed since the last check.
 	r.reloader.Check(ctx)
 	return ctrl.Run(ctx)
-}
-
-// setMemoryLimit gives the Go runtime a soft memory limit of 90 % of the
-// container's (its cgroup's memory limit), so that the garbage collector
-// works harder as the process nears it instead of letting a cold
-// convergence's short-lived garbage grow the heap to twice the live data
-// and the kubelet kill the pod. GOMEMLIMIT, or AUTOMEMLIMIT (a ratio, or
-// "off"), set in the environment win; without a cgroup limit nothing changes.
-func setMemoryLimit(log zerolog.Logger) {
-	limit, err := memlimit.Set(memlimit.WithRatio(0.9), memlimit.WithProvider(memlimit.FromCgroup))
-	switch {
-	case err != nil:
-		log.Warn().Err(err).Msg("cannot set a soft memory limit from the container's; set GOMEMLIMIT")
-	case limit > 0 && limit < math.MaxInt64:
-		log.Info().Int64("bytes", limit).Msg("soft memory limit (GOMEMLIMIT)")
-	}
 }

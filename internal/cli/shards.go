@@ -1,14 +1,18 @@
 package cli
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"io"
 	"slices"
 
+	"k8s.io/client-go/metadata"
+
 	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/internal/shard"
+	"github.com/autox-dev/autox/triggers"
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
@@ -32,12 +36,6 @@ func cutObject(s string) (namespace, name string, ok bool) {
 	return "", s, false
 }
 
-// stepsWithShard adds to each step's JSON, after its own fields (in their
-// order), the shard the step is in.
-func stepsWithShard(n shard.Count, steps []plan.Step) ([]json.RawMessage, error) {
-	return stepsWithDiffs(steps, nil, n)
-}
-
 // printSpecShards prints, for `autox validate --shards N`, the shard of
 // each named spec; a selector spec's objects are spread over every shard.
 func printSpecShards(w io.Writer, n shard.Count, cfg *config.Config) error {
@@ -55,4 +53,25 @@ func printSpecShards(w io.Writer, n shard.Count, cfg *config.Config) error {
 		fmt.Fprintf(tw, "%s\t%s\n", name, where)
 	}
 	return tw.Flush()
+}
+
+// sharedWatches are what the shard terms of one replica share: the
+// informers of triggers and values sources, and the record index every
+// term's Manager reads through.
+type sharedWatches struct {
+	watches *triggers.Watches
+	records *helmops.RecordIndex
+}
+
+// newSharedWatches builds the replica's watches for its shard terms. They
+// only read, with the replica's own client (its rate limit, not a term's
+// fence), and run until ctx ends.
+func (r *runner) newSharedWatches(ctx context.Context) (*sharedWatches, error) {
+	mc, err := metadata.NewForConfig(r.base)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create metadata client: %w", err)
+	}
+	records := helmops.NewSharedRecordIndex(mc, r.f.storageDriver, r.f.recordPageSize, r.log)
+	return &sharedWatches{records: records,
+		watches: triggers.NewWatches(ctx, triggers.WatchesOptions{Metadata: mc, Records: records, Log: r.log})}, nil
 }

@@ -195,6 +195,25 @@ func (s *Set[K]) WaitForSync(ctx context.Context) bool {
 	return cache.WaitFor(ctx, "", checkers...)
 }
 
+// WaitForSyncOf waits until the informers of keys have listed their
+// objects once, or ctx ends; it reports whether all have. A key with no
+// informer running counts as not synced: a Set shared by several users
+// (triggers.Watches) lets each wait for its own informers only.
+func (s *Set[K]) WaitForSyncOf(ctx context.Context, keys []K) bool {
+	s.mu.Lock()
+	checkers := make([]cache.DoneChecker, 0, len(keys))
+	missing := false
+	for _, k := range keys {
+		if i := s.running[k]; i != nil {
+			checkers = append(checkers, i.inf.HasSyncedChecker())
+		} else {
+			missing = true
+		}
+	}
+	s.mu.Unlock()
+	return cache.WaitFor(ctx, "", checkers...) && !missing
+}
+
 // Stop stops every informer, waiting for each; the Set starts none again.
 func (s *Set[K]) Stop() {
 	s.mu.Lock()

@@ -40,6 +40,13 @@ func autoxRun(o options, cluster *testenv.Cluster, work, file, config string) (c
 	if o.pageSize > 0 {
 		args = append(args, "--list-page-size", strconv.FormatInt(o.pageSize, 10))
 	}
+	if o.driftPeriod > 0 {
+		args = append(args, "--drift-period", o.driftPeriod.String())
+	}
+	if o.driftQPS > 0 {
+		args = append(args, "--drift-qps", strconv.FormatFloat(o.driftQPS, 'f', -1, 64))
+	}
+	args = append(args, o.autoxArgs...)
 	return cfgPath, httpAddr, args, nil
 }
 
@@ -71,14 +78,24 @@ func relabel(ctx context.Context, cs kubernetes.Interface, i int, version string
 	return t0, err
 }
 
-func configYAML(n int, chart string) string {
+// configYAML is the fleet's config: n specs of releasesPerTrigger
+// releases, each spec with drift mode drift ("": none).
+func configYAML(n int, chart, drift string) string {
 	var b strings.Builder
 	b.WriteString("namespaces: [bench]\nspecs:\n")
 	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, "  t%04d:\n    trigger: {group: apps, version: v1, resource: deployments, name: t%04d, namespace: bench}\n    releaseSpecs:\n", i, i)
+		fmt.Fprintf(&b, "  t%04d:\n    trigger: {group: apps, version: v1, resource: deployments, name: t%04d, namespace: bench}\n%s    releaseSpecs:\n", i, i, driftLine(drift))
 		for j := 0; j < releasesPerTrigger; j++ {
 			fmt.Fprintf(&b, "      r%d: {chart: {path: %s}, values: {index: %d}}\n", j, chart, i*releasesPerTrigger+j)
 		}
 	}
 	return b.String()
+}
+
+// driftLine is a spec's drift setting, or nothing.
+func driftLine(mode string) string {
+	if mode == "" {
+		return ""
+	}
+	return "    drift: {mode: " + mode + "}\n"
 }

@@ -35,6 +35,12 @@ func (r results) save(dir string) error {
 // name tells runs apart: mode, size, and whether seeded or paged.
 func (r results) name() string {
 	n := fmt.Sprintf("%s-%d", r.Mode, r.Triggers)
+	if r.Replicas != nil {
+		n += fmt.Sprintf("-r%d-s%d", r.Replicas.Replicas, r.Replicas.Shards)
+	}
+	if r.Drift != "" {
+		n += "-drift-" + r.Drift
+	}
 	if r.Seeded {
 		n += "-seed"
 	}
@@ -83,6 +89,9 @@ func loadResults(dir string) ([]results, error) {
 		var r results
 		if err := json.Unmarshal(data, &r); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		if r.Mode == "replicas" {
+			continue // a table of its own, not a fleet size
 		}
 		out = append(out, r)
 	}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,6 +33,17 @@ type options struct {
 	listPages []int64
 	// out is the directory the run's results go to (JSON, for --plot).
 	out string
+	// drift is the drift mode of the bench's specs ("": none); driftEdits
+	// the edits of release objects after convergence; driftPeriod and
+	// driftQPS autox's flags (0: autox's default).
+	drift       string
+	driftEdits  int
+	driftPeriod time.Duration
+	driftQPS    float64
+	// autoxArgs are passed to every autox process as they are.
+	autoxArgs []string
+	// replicas, shards and kills: the replicas run (see replicas.go).
+	replicas, shards, kills int
 }
 
 func main() {
@@ -50,8 +62,18 @@ func main() {
 	flag.StringVar(&listPages, "list-pages", "0,500,5000", "page sizes at which the lists phase times the pass's two large LISTs and the API server's memory (0: one response; empty: no lists phase)")
 	flag.StringVar(&o.out, "out", "", "directory to write this run's results to (fleet-N.json or selector-N.json), for --plot")
 	flag.StringVar(&logDir, "log-dir", "", "keep every autox process's log in this directory (autox-1.log, …)")
+	flag.StringVar(&o.drift, "drift", "", "drift mode of every spec: warn or correct (empty: drift off)")
+	flag.IntVar(&o.driftEdits, "drift-edits", 0, "with --drift: after the quiet passes, this many edits of release objects by another field manager, each until corrected (correct) or reported (warn)")
+	flag.DurationVar(&o.driftPeriod, "drift-period", 0, "autox --drift-period (0: autox's default)")
+	flag.Float64Var(&o.driftQPS, "drift-qps", 0, "autox --drift-qps (0: autox's default)")
+	var autoxArgs string
+	flag.StringVar(&autoxArgs, "autox-args", "", "more arguments for every autox process, split at spaces (e.g. \"--leader-election-lease-duration 8s\")")
+	flag.IntVar(&o.replicas, "replicas", 0, "instead: start this many autox replicas with --shards (cold convergence per replica, --kills failovers, a restart and a join)")
+	flag.IntVar(&o.shards, "shards", 6, "with --replicas: autox --shards")
+	flag.IntVar(&o.kills, "kills", 2, "with --replicas: kill -9 of a replica holding shards, this many times")
 	flag.StringVar(&plot, "plot", "", "instead of a run: read the results in this directory, write growth.svg there and print the growth table")
 	flag.Parse()
+	o.autoxArgs = strings.Fields(autoxArgs)
 	var err error
 	if o.listPages, err = parsePages(listPages); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -59,6 +81,10 @@ func main() {
 	}
 	if o.seed && o.selector {
 		fmt.Fprintln(os.Stderr, "bench: --seed works with named triggers only")
+		os.Exit(2)
+	}
+	if msg := o.check(); msg != "" {
+		fmt.Fprintln(os.Stderr, "bench:", msg)
 		os.Exit(2)
 	}
 	if plot != "" {
@@ -74,6 +100,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench failed:", err)
 		os.Exit(1)
 	}
+}
+
+// check tells flags that do not go together, or "".
+func (o options) check() string {
+	switch {
+	case o.drift != "" && o.drift != "warn" && o.drift != "correct":
+		return "--drift is warn or correct"
+	case o.driftEdits > 0 && (o.drift == "" || o.selector):
+		return "--drift-edits needs --drift, and named triggers (no --selector)"
+	case o.replicas > 0 && (o.drift != "" || o.seed || o.selector):
+		return "--replicas runs named triggers without --drift, --seed or --selector"
+	case o.replicas > 0 && (o.shards < 2 || o.kills < 0):
+		return "--replicas needs --shards of 2 or more and --kills of 0 or more"
+	}
+	return ""
 }
 
 func note(format string, args ...interface{}) {
@@ -114,7 +155,7 @@ func bench(ctx context.Context, o options) error {
 		return err
 	}
 	helm := filepath.Join(work, "helm")
-	if !o.selector {
+	if !o.selector && o.replicas == 0 {
 		build := exec.CommandContext(ctx, "go", "build", "-o", helm, "helm.sh/helm/v4/cmd/helm")
 		build.Dir = filepath.Join(root, "scripts", "helmcli")
 		if out, err := build.CombinedOutput(); err != nil {
@@ -138,23 +179,26 @@ func bench(ctx context.Context, o options) error {
 		}
 	}
 	b := &run{o: o, cluster: cluster, autox: autox, helm: helm, work: work, chart: filepath.Join(root, "testdata", "charts", o.chart),
-		r: results{Mode: "fleet", Triggers: o.triggers, Chart: o.chart, Workers: o.workers, PageSize: o.pageSize,
+		r: results{Mode: "fleet", Drift: o.drift, Triggers: o.triggers, Chart: o.chart, Workers: o.workers, PageSize: o.pageSize,
 			FloorWorkers: o.floorWorkers, BaselineSample: o.baselineSample, Date: time.Now().UTC().Format("2006-01-02 15:04 MST"),
 			Load: map[string]float64{}, ServerPeak: map[string]int64{}}}
 	if o.selector {
-		b.r.Mode, b.total, b.config = "selector", o.triggers, selectorYAML(o.triggers, b.chart)
+		b.r.Mode, b.total, b.config = "selector", o.triggers, selectorYAML(o.triggers, b.chart, o.drift)
 		note("creating %d matching and %d other Deployments", o.triggers, o.triggers/2)
 		if err := createSelected(ctx, cluster.Client, o.triggers); err != nil {
 			return err
 		}
 	} else {
-		b.total, b.config = o.triggers*releasesPerTrigger, configYAML(o.triggers, b.chart)
+		b.total, b.config = o.triggers*releasesPerTrigger, configYAML(o.triggers, b.chart, o.drift)
 		note("creating %d trigger Deployments", o.triggers)
 		if err := createTriggers(ctx, cluster.Client, o.triggers); err != nil {
 			return err
 		}
 	}
 	b.r.Releases = b.total
+	if o.replicas > 0 {
+		return b.replicaRun(ctx)
+	}
 	if err := b.phases(ctx); err != nil {
 		return err
 	}
@@ -179,6 +223,11 @@ func (b *run) phases(ctx context.Context) error {
 	defer func() { p.kill() }()
 	if err := b.quiet(ctx, p, httpAddr); err != nil {
 		return err
+	}
+	if b.o.driftEdits > 0 {
+		if err := b.driftEdits(ctx, p, httpAddr); err != nil {
+			return err
+		}
 	}
 	if len(b.o.listPages) > 0 {
 		if err := b.lists(ctx); err != nil {

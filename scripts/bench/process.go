@@ -40,7 +40,13 @@ type line struct {
 	DurationMS  float64 `json:"duration"`
 	APIRequests int64   `json:"apiRequests"`
 	Error       string  `json:"error"`
-	at          time.Time
+	// Release and Reason are a drift Event's log line's; Shard the shard
+	// term's of a sharded replica; Identity its election identity.
+	Release  string `json:"release"`
+	Reason   string `json:"reason"`
+	Shard    *int   `json:"shard"`
+	Identity string `json:"identity"`
+	at       time.Time
 }
 
 type process struct {

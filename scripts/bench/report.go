@@ -12,8 +12,9 @@ import (
 
 // results are one run's figures; saved as JSON (--out) for --plot.
 type results struct {
-	// Mode is "fleet" (named triggers × 2 releases) or "selector".
-	Mode                                        string
+	// Mode is "fleet" (named triggers × 2 releases), "selector" or
+	// "replicas"; Drift the specs' drift mode ("": off).
+	Mode, Drift                                 string
 	Triggers, Releases                          int
 	Chart, Date                                 string
 	Workers, FloorWorkers, BaselineSample       int
@@ -35,6 +36,24 @@ type results struct {
 	ServerPeak map[string]int64
 	Load       map[string]float64
 	Lists      []listResult
+	// The drift phase: convergence → the loop's first report of an edit;
+	// each edit → its report; edits not reported within a minute, or
+	// reported as corrected but not put back; corrections counted by
+	// autox; record writes and Helm operations meanwhile; peak RSS.
+	DriftReady        time.Duration
+	DriftLatencies    []time.Duration
+	DriftMissed       int
+	DriftNotPutBack   int
+	DriftCorrections  int64
+	DriftRecordWrites recordChanges
+	DriftHelmWrites   int
+	DriftRSS          int64
+	// DriftQuiet are the requests of a quiet window after the edits, the
+	// loop having learnt every release; DriftQuietWindow its length.
+	DriftQuiet       requestCounts
+	DriftQuietWindow time.Duration
+	// Replicas is the replicas run's (see replicas.go).
+	Replicas *replicaResults `json:",omitempty"`
 }
 
 func percentile(d []time.Duration, q float64) time.Duration {
@@ -63,8 +82,19 @@ func (r results) table(o options) string {
 	} else {
 		fmt.Fprintf(&b, "\n### %d triggers × %d releases (%d releases) of chart %s, --workers %s, --list-page-size %d\n\n", r.Triggers, releasesPerTrigger, r.Releases, o.chart, workers, r.PageSize)
 	}
-	fmt.Fprintf(&b, "Machine: %s, %d cores, %s, %s/%s, %s; %s.\n\n", cpuModel(), runtime.NumCPU(), memTotal(), runtime.GOOS, runtime.GOARCH, runtime.Version(), r.Date)
+	b.WriteString(machine(r.Date))
 	b.WriteString("| measure | autox | baseline / target |\n|---|---|---|\n")
+	drift := "off"
+	if r.Drift != "" {
+		drift = r.Drift + " on every spec"
+		if o.driftPeriod > 0 {
+			drift += ", --drift-period " + o.driftPeriod.String()
+		}
+		if o.driftQPS > 0 {
+			drift += fmt.Sprintf(", --drift-qps %g", o.driftQPS)
+		}
+	}
+	fmt.Fprintf(&b, "| drift | %s | |\n", drift)
 	if r.Mode != "selector" {
 		baseline := secs(r.Baseline) + " (`helm upgrade --install`, one after another"
 		if r.BaselineSampled {
@@ -117,6 +147,20 @@ func (r results) table(o options) string {
 	}
 	fmt.Fprintf(&b, "| kube-apiserver peak RSS: floor / cold / quiet / restart | %s / %s / %s / %s | |\n",
 		mib(r.ServerPeak["floor"]), mib(r.ServerPeak["cold"]), mib(r.ServerPeak["quiet"]), mib(r.ServerPeak["restart"]))
+	if len(r.DriftLatencies) > 0 || r.DriftMissed > 0 {
+		what := "edit → put back (DriftCorrected)"
+		if r.Drift == "warn" {
+			what = "edit → reported (DriftDetected)"
+		}
+		fmt.Fprintf(&b, "| drift: convergence → first edit reported (the loop has learnt the releases) | %s | |\n", secs(r.DriftReady))
+		fmt.Fprintf(&b, "| drift: %s p50 / p99 (%d edits, %d not reported within a minute) | %s / %s | |\n", what,
+			len(r.DriftLatencies)+r.DriftMissed, r.DriftMissed, secs(percentile(r.DriftLatencies, 0.5)), secs(percentile(r.DriftLatencies, 0.99)))
+		fmt.Fprintf(&b, "| drift: corrections (autox_drift_corrections_total corrected); reported corrected but not put back | %d; %d | |\n", r.DriftCorrections, r.DriftNotPutBack)
+		fmt.Fprintf(&b, "| drift: a quiet window of %s after the edits (every release learnt): API requests, per second | %d, %.1f/s: %s | drift off: the quiet --resync period above, before the loop learnt the releases |\n",
+			secs(r.DriftQuietWindow), r.DriftQuiet.total(), float64(r.DriftQuiet.total())/r.DriftQuietWindow.Seconds(), r.DriftQuiet)
+		fmt.Fprintf(&b, "| drift: release record writes / Helm operations logged during the edits | %s / %d | must be 0 |\n", r.DriftRecordWrites, r.DriftHelmWrites)
+		fmt.Fprintf(&b, "| drift: peak RSS during the edits | %s | |\n", mib(r.DriftRSS))
+	}
 	for _, l := range r.Lists {
 		fmt.Fprintf(&b, "| LIST of %d records / %d triggers (metadata), %s: median of %d | %s / %s, kube-apiserver peak RSS %s (%+.0f MiB over its RSS before) | |\n",
 			l.Records, l.Triggers, pageLabel(l.PageSize), listRepeats, msecs(l.RecordsTook), msecs(l.TriggersTook), mib(l.ServerPeak), float64(l.ServerPeak-l.ServerBefore)/(1<<20))
@@ -133,7 +177,7 @@ func (r results) share() float64 {
 	return 100 * r.Floor.Seconds() / r.Cold.Seconds()
 }
 
-var phaseNames = []string{"baseline", "floor", "cold", "quiet", "lists", "restart", "relabels"}
+var phaseNames = []string{"baseline", "floor", "cold", "quiet", "drift", "lists", "restart", "relabels", "kills", "join"}
 
 // phaseOrder are the phases of m in the order they run.
 func phaseOrder[V any](m map[string]V) []string {
@@ -152,6 +196,11 @@ func (r results) loads() string {
 		parts = append(parts, fmt.Sprintf("%.1f", r.Load[p]))
 	}
 	return strings.Join(parts, " / ")
+}
+
+// machine is the line that says where and when a run ran.
+func machine(date string) string {
+	return fmt.Sprintf("Machine: %s, %d cores, %s, %s/%s, %s; %s.\n\n", cpuModel(), runtime.NumCPU(), memTotal(), runtime.GOOS, runtime.GOARCH, runtime.Version(), date)
 }
 
 func pageLabel(size int64) string {

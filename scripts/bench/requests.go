@@ -73,25 +73,14 @@ func (c requestCounts) String() string {
 
 // scrapeRequests reads autox_kube_api_requests_total from autox's /metrics.
 func scrapeRequests(addr string) (requestCounts, error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return nil, fmt.Errorf("cannot read autox's metrics: %w", err)
-	}
-	defer resp.Body.Close()
 	out := requestCounts{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		l := sc.Text()
-		if !strings.HasPrefix(l, "autox_kube_api_requests_total{") {
-			continue
-		}
-		labels, value, ok := strings.Cut(strings.TrimPrefix(l, "autox_kube_api_requests_total{"), "} ")
+	err := readMetrics(addr, func(series string, value float64) {
+		labels, ok := strings.CutPrefix(series, "autox_kube_api_requests_total{")
 		if !ok {
-			continue
+			return
 		}
 		var k requestKind
-		for _, kv := range strings.Split(labels, ",") {
+		for _, kv := range strings.Split(strings.TrimSuffix(labels, "}"), ",") {
 			name, v, _ := strings.Cut(kv, "=")
 			v = strings.Trim(v, `"`)
 			switch name {
@@ -101,13 +90,48 @@ func scrapeRequests(addr string) (requestCounts, error) {
 				k.resource = v
 			}
 		}
-		f, err := strconv.ParseFloat(value, 64)
+		out[k] = int64(value)
+	})
+	return out, err
+}
+
+// scrapeMetric reads one series of autox's /metrics, written as the
+// exposition format writes it (`name{label="value"}`); 0 when absent.
+func scrapeMetric(addr, series string) (float64, error) {
+	var v float64
+	err := readMetrics(addr, func(s string, value float64) {
+		if s == series {
+			v = value
+		}
+	})
+	return v, err
+}
+
+// readMetrics calls each with every sample of autox's /metrics.
+func readMetrics(addr string, each func(series string, value float64)) error {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return fmt.Errorf("cannot read autox's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if strings.HasPrefix(l, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(l, ' ')
+		if i < 0 {
+			continue
+		}
+		f, err := strconv.ParseFloat(l[i+1:], 64)
 		if err != nil {
 			continue
 		}
-		out[k] = int64(f)
+		each(l[:i], f)
 	}
-	return out, sc.Err()
+	return sc.Err()
 }
 
 // freeAddr returns a local address nothing listens on, for autox's --http-addr.

@@ -14,7 +14,7 @@ import (
 
 // selectorYAML is the config of the selector run (issue 13): one selector
 // spec serving n matching Deployments with one release each.
-func selectorYAML(n int, chart string) string {
+func selectorYAML(n int, chart, drift string) string {
 	return fmt.Sprintf(`namespaces: [bench]
 specs:
   sel:
@@ -24,9 +24,9 @@ specs:
       resource: deployments
       selector: {matchLabels: {bench.autox/selected: "on"}}
       maxObjects: %d
-    releaseSpecs:
+%s    releaseSpecs:
       job: {chart: {path: %s}}
-`, n, chart)
+`, n, driftLine(drift), chart)
 }
 
 // createSelected creates n Deployments the selector matches and half as

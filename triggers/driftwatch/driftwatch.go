@@ -1,7 +1,10 @@
 // Package driftwatch is the drift loop of one leadership term: it checks
 // the releases its Source names (in sync, not locked, this instance's, with
 // drift on) when one of their objects changed, as metadata-only watches
-// shared per kind and namespace see it, and on a slow periodic re-check.
+// shared per kind and namespace see it, and on a slow periodic re-check,
+// which is skipped without a request while the watches and the record
+// index show the release's objects and record as its last clean check
+// read them.
 // A release with drift off is never named by the Source, so it costs no
 // watch and no request. Checks run in a small worker pool through the
 // checker's own rate limiter; a failed check is reported and retried with
@@ -13,6 +16,7 @@ import (
 	"context"
 	"hash/fnv"
 	"maps"
+	"reflect"
 	"sort"
 	"strconv"
 	"sync"
@@ -24,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
@@ -39,6 +44,11 @@ import (
 type Checker interface {
 	Check(ctx context.Context, t helmops.DriftTarget) (*helmops.DriftReport, error)
 	Objects(ctx context.Context, t helmops.DriftTarget) ([]drift.ObjectRef, error)
+	// RecordVersion is the resourceVersion of t's record as the record
+	// index shows it, without a request (false: the index cannot say).
+	RecordVersion(t helmops.DriftTarget) (string, bool)
+	// Forget drops what the checker keeps of a release.
+	Forget(namespace, name string)
 }
 
 // Target is one release to check: the check's target and what names the
@@ -76,6 +86,11 @@ type Options struct {
 	// release (default 10m, spread); Refresh how often Source is read
 	// (default 30s).
 	Coalesce, Period, Refresh time.Duration
+	// VerifyEvery, if above 0, makes every VerifyEvery-th periodic check
+	// of a release a real one even when nothing changed; 0: a periodic
+	// check of a release whose objects and record are as its last clean
+	// check read them is skipped (see quiet).
+	VerifyEvery int
 	// RetryBase and RetryMax bound the backoff of a failed check
 	// (defaults 5s and 5m).
 	RetryBase, RetryMax time.Duration
@@ -95,12 +110,29 @@ type objKey struct {
 	Name string
 }
 
+// version is what tells one state of an object from another: a new uid
+// is a new object, and every write moves the resourceVersion.
+type version struct {
+	UID             types.UID
+	ResourceVersion string
+}
+
 // entry is one release the loop checks.
 type entry struct {
 	target   Target
 	objects  map[objKey]drift.ObjectRef
 	nextFull time.Time
 	changed  map[drift.ObjectRef]bool
+	// unwatched says an object of the release has a kind the cluster does
+	// not serve (no watch): its periodic checks are never skipped.
+	unwatched bool
+	// clean are the objects whose last check found no drift, at the
+	// version that check read; cleanRecord the resourceVersion of the
+	// record they were checked against. skipped counts the periodic
+	// checks skipped since the last real one.
+	clean       map[objKey]version
+	cleanRecord string
+	skipped     int
 }
 
 // Loop is the drift loop of one term.
@@ -206,6 +238,9 @@ func (l *Loop) refresh(ctx context.Context) {
 	var learn []Target
 	for k, t := range want {
 		if e, ok := l.releases[k]; ok && e.target.Revision == t.Revision {
+			if !sameCheck(e.target, t) {
+				e.clean = nil // what was clean may not be under the new policy
+			}
 			e.target = t // a policy change applies at the next check
 			continue
 		}
@@ -219,9 +254,11 @@ func (l *Loop) refresh(ctx context.Context) {
 			continue
 		}
 		objs := map[objKey]drift.ObjectRef{}
+		unwatched := false
 		for _, r := range refs {
 			m, err := l.o.Mapper.RESTMapping(schema.GroupKind{Group: r.Group, Kind: r.Kind}, r.Version)
 			if err != nil {
+				unwatched = true
 				continue // a kind not served (yet): the periodic check covers it
 			}
 			objs[objKey{watchKey{m.Resource, r.Namespace}, r.Name}] = r
@@ -237,7 +274,7 @@ func (l *Loop) refresh(ctx context.Context) {
 		if t.Revision > 1 {
 			first = l.o.Coalesce
 		}
-		l.releases[k] = &entry{target: t, objects: objs, nextFull: now.Add(first), changed: map[drift.ObjectRef]bool{}}
+		l.releases[k] = &entry{target: t, objects: objs, nextFull: now.Add(first), changed: map[drift.ObjectRef]bool{}, unwatched: unwatched}
 		for ok := range objs {
 			if l.owners[ok] == nil {
 				l.owners[ok] = map[string]bool{}
@@ -273,6 +310,7 @@ func (l *Loop) drop(k string, e *entry) {
 	}
 	delete(l.releases, k)
 	l.setDrifted(k, false)
+	l.o.Checker.Forget(e.target.Namespace, e.target.Name)
 }
 
 // setDrifted records whether release k has drift left (l.mu held).
@@ -370,6 +408,15 @@ func (l *Loop) next(ctx context.Context) bool {
 		l.mu.Unlock()
 		return true // a stale periodic entry; the next one is queued
 	}
+	if full && len(e.changed) == 0 && (l.o.VerifyEvery <= 0 || e.skipped+1 < l.o.VerifyEvery) && l.quietNow(e) {
+		e.skipped++
+		e.nextFull = now.Add(l.o.Period)
+		l.mu.Unlock()
+		l.o.Metrics.checked(resultSkipped)
+		l.queue.Forget(k)
+		l.queue.AddAfter(k, l.o.Period)
+		return true
+	}
 	if l.o.Busy != nil && l.o.Busy(t.Namespace, t.Name) {
 		l.mu.Unlock()
 		l.queue.AddAfter(k, l.o.Coalesce)
@@ -383,6 +430,7 @@ func (l *Loop) next(ctx context.Context) bool {
 	e.changed = map[drift.ObjectRef]bool{}
 	if full {
 		e.nextFull = now.Add(l.o.Period)
+		e.skipped = 0
 	}
 	l.mu.Unlock()
 
@@ -391,7 +439,13 @@ func (l *Loop) next(ctx context.Context) bool {
 		return true // the term ended: its checks say nothing
 	}
 	l.report(k, t, rep, err)
-	if err != nil || (rep != nil && len(rep.Failed()) > 0) {
+	failed := err != nil || (rep != nil && len(rep.Failed()) > 0)
+	l.mu.Lock()
+	if e := l.releases[k]; e != nil && sameCheck(e.target, t) {
+		e.learn(rep, failed)
+	}
+	l.mu.Unlock()
+	if failed {
 		// Retry the whole release: the failed objects are checked again.
 		l.mu.Lock()
 		if e := l.releases[k]; e != nil {
@@ -411,6 +465,100 @@ func (l *Loop) next(ctx context.Context) bool {
 	}
 	l.mu.Unlock()
 	l.queue.AddAfter(k, until)
+	return true
+}
+
+// sameCheck says whether a check of a and one of b decide alike: same
+// revision, policy, suspension and identity.
+func sameCheck(a, b Target) bool {
+	return a.Revision == b.Revision && a.Suspended == b.Suspended && a.ServiceAccount == b.ServiceAccount &&
+		reflect.DeepEqual(a.Policy, b.Policy)
+}
+
+// learn takes in what a check found: the objects it found without drift
+// at the versions it read them, against its record. A failed check
+// forgets every object (the next is a real check of all).
+func (e *entry) learn(rep *helmops.DriftReport, failed bool) {
+	if failed || rep == nil {
+		e.clean = nil
+		return
+	}
+	if e.clean == nil || rep.RecordVersion != e.cleanRecord {
+		e.clean, e.cleanRecord = map[objKey]version{}, rep.RecordVersion
+	}
+	keys := make(map[drift.ObjectRef]objKey, len(e.objects))
+	for ok, r := range e.objects {
+		keys[r] = ok
+	}
+	for _, o := range rep.Objects {
+		ok, watched := keys[o.Object]
+		if !watched {
+			continue
+		}
+		if o.Drifted() || o.Corrected || o.CorrectErr != nil || o.LiveVersion == "" {
+			delete(e.clean, ok)
+			continue
+		}
+		e.clean[ok] = version{UID: o.LiveUID, ResourceVersion: o.LiveVersion}
+	}
+}
+
+// quietNow says whether a periodic check of e can be skipped now: the
+// watches and the record index see every object and the record as the
+// last clean checks read them (l.mu held).
+func (l *Loop) quietNow(e *entry) bool {
+	if e.unwatched || len(e.clean) != len(e.objects) {
+		return false
+	}
+	record, ok := l.o.Checker.RecordVersion(e.target.DriftTarget)
+	if !ok || record != e.cleanRecord {
+		return false
+	}
+	current := make(map[objKey]version, len(e.objects))
+	for ok := range e.objects {
+		if v, seen := l.watched(ok); seen {
+			current[ok] = v
+		}
+	}
+	return quiet(e.clean, current)
+}
+
+// watched is object o's version as its watch has it; false when the watch
+// has not synced, has no watch open (lost, or relisting), or has no such
+// object.
+func (l *Loop) watched(o objKey) (version, bool) {
+	inf := l.set.Get(o.watchKey)
+	if inf == nil || !inf.HasSynced() || !inf.Watching() {
+		return version{}, false
+	}
+	key := o.Name
+	if o.Namespace != "" {
+		key = o.Namespace + "/" + o.Name
+	}
+	obj, exists, err := inf.Indexer().GetByKey(key)
+	if err != nil || !exists {
+		return version{}, false
+	}
+	m, isMeta := obj.(*metav1.PartialObjectMetadata)
+	if !isMeta {
+		return version{}, false
+	}
+	return version{UID: m.UID, ResourceVersion: m.ResourceVersion}, true
+}
+
+// quiet says whether nothing changed of a release's objects since their
+// last clean checks: every object clean then is seen now (current) at the
+// same uid and resourceVersion. A missing object, one not seen, or any
+// write since is a change.
+func quiet(clean, current map[objKey]version) bool {
+	if len(clean) == 0 {
+		return false
+	}
+	for ok, v := range clean {
+		if cur, seen := current[ok]; !seen || cur != v {
+			return false
+		}
+	}
 	return true
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/release/common"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/record"
 
@@ -53,6 +55,21 @@ const patience = 60 * time.Second // a bound for a broken build, not a performan
 // real Helm SDK, and returns the Manager, the namespace and the clients.
 func scene(t *testing.T) (*helmops.Manager, string, metadata.Interface) {
 	t.Helper()
+	cs, mc := clients(t)
+	m := manager(t, cluster.Config, cs, mc)
+	ch := loadChart(t, "drift")
+	ns := cluster.Namespace(t)
+	rev, err := m.Install(context.Background(), helmops.Target{Spec: "spec", ReleaseSpec: "rs", Name: "d", Namespace: ns, Chart: ch,
+		Values: map[string]interface{}{"password": "s3cr3t-drift-password"}})
+	if err != nil || rev != 1 {
+		t.Fatalf("Install = %d, %v", rev, err)
+	}
+	return m, ns, mc
+}
+
+// clients are a clientset and a metadata client of the test cluster.
+func clients(t *testing.T) (kubernetes.Interface, metadata.Interface) {
+	t.Helper()
 	cs, err := kubernetes.NewForConfig(cluster.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -61,26 +78,44 @@ func scene(t *testing.T) (*helmops.Manager, string, metadata.Interface) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := helmops.New(helmops.Options{RESTConfig: cluster.Config, Clientset: cs, Metadata: mc, StorageDriver: helmops.DriverSecret,
+	return cs, mc
+}
+
+// manager is a Manager of rc (with secret records).
+func manager(t *testing.T, rc *rest.Config, cs kubernetes.Interface, mc metadata.Interface) *helmops.Manager {
+	t.Helper()
+	m, err := helmops.New(helmops.Options{RESTConfig: rc, Clientset: cs, Metadata: mc, StorageDriver: helmops.DriverSecret,
 		Timeout: time.Minute, MaxHistory: 3, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m
+}
+
+// loadChart is chart testdata/charts/name.
+func loadChart(t *testing.T, name string) *chart.Chart {
+	t.Helper()
 	root, err := testenv.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, err := chartsource.LocalCharts{}.Load(context.Background(), config.Chart{Path: "charts/drift"}, filepath.Join(root, "testdata"))
+	ch, err := chartsource.LocalCharts{}.Load(context.Background(), config.Chart{Path: "charts/" + name}, filepath.Join(root, "testdata"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := cluster.Namespace(t)
-	rev, err := m.Install(context.Background(), helmops.Target{Spec: "spec", ReleaseSpec: "rs", Name: "d", Namespace: ns, Chart: ch,
-		Values: map[string]interface{}{"password": "s3cr3t-drift-password"}})
-	if err != nil || rev != 1 {
-		t.Fatalf("Install = %d, %v", rev, err)
+	return ch
+}
+
+// running runs l until ctx ends; the func returned cancels it and waits.
+func running(t *testing.T, ctx context.Context, cancel context.CancelFunc, l *Loop) func() {
+	done := make(chan error)
+	go func() { done <- l.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
 	}
-	return m, ns, mc
 }
 
 func mapper(t *testing.T) *restmapper.DeferredDiscoveryRESTMapper {
@@ -137,14 +172,7 @@ func TestWatchCorrects(t *testing.T) {
 		Log:     zerolog.Nop(),
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- l.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	defer running(t, ctx, cancel, l)()
 	deadline := time.Now().Add(patience)
 	deployments := watchKey{GVR: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, Namespace: ns}
 	for inf := l.set.Get(deployments); inf == nil || !inf.HasSynced(); inf = l.set.Get(deployments) {

@@ -19,6 +19,7 @@ type Metrics struct {
 	drifted     prometheus.Gauge
 	corrections *prometheus.CounterVec
 	checkErrors *prometheus.CounterVec
+	checks      *prometheus.CounterVec
 }
 
 // Results of a correction.
@@ -26,6 +27,13 @@ const (
 	resultCorrected = "corrected"
 	resultFailed    = "failed"
 	resultConflict  = "conflict"
+)
+
+// Results of a check of a release.
+const (
+	resultChecked = "checked"
+	resultSkipped = "skipped_unchanged"
+	resultError   = "error"
 )
 
 // NewMetrics registers the drift loop's metrics on reg.
@@ -37,11 +45,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Drift corrections of objects, by result: corrected, conflict (the object changed since it was read; checked again), failed."}, []string{"result"}),
 		checkErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autox_drift_check_errors_total",
 			Help: "Drift checks of objects or releases that failed, by reason: the API server's reason (Forbidden, InternalError, ...), release (its record could not be read or is not deployed), other."}, []string{"reason"}),
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autox_drift_checks_total",
+			Help: "Drift checks of releases, by result: checked (read and dry-run), skipped_unchanged (a periodic check of a release whose objects and record are as its last clean check read them: no request), error (the release or an object could not be checked)."}, []string{"result"}),
 	}
 	for _, r := range []string{resultCorrected, resultFailed, resultConflict} {
 		m.corrections.WithLabelValues(r)
 	}
-	for _, c := range []prometheus.Collector{m.drifted, m.corrections, m.checkErrors} {
+	for _, r := range []string{resultChecked, resultSkipped, resultError} {
+		m.checks.WithLabelValues(r)
+	}
+	for _, c := range []prometheus.Collector{m.drifted, m.corrections, m.checkErrors, m.checks} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -149,7 +162,13 @@ func (m *Metrics) count(rep *helmops.DriftReport, err error) {
 	}
 	if err != nil {
 		m.checkErrors.WithLabelValues("release").Inc()
+		m.checks.WithLabelValues(resultError).Inc()
 		return
+	}
+	if len(rep.Failed()) > 0 {
+		m.checks.WithLabelValues(resultError).Inc()
+	} else {
+		m.checks.WithLabelValues(resultChecked).Inc()
 	}
 	for _, o := range rep.Objects {
 		switch {
@@ -162,5 +181,12 @@ func (m *Metrics) count(rep *helmops.DriftReport, err error) {
 		case o.CorrectErr != nil:
 			m.corrections.WithLabelValues(resultFailed).Inc()
 		}
+	}
+}
+
+// checked counts a check of a release by result.
+func (m *Metrics) checked(result string) {
+	if m != nil {
+		m.checks.WithLabelValues(result).Inc()
 	}
 }

@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/autox-dev/autox/config"
+	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/drift"
+	"github.com/autox-dev/autox/triggers/plan"
+)
+
+// TestPlanDrift: plan checks, read-only (warn, whatever the mode), only the
+// releases it leaves in sync with drift on; the others say why not.
+func TestPlanDrift(t *testing.T) {
+	cfg := &config.Config{Specs: map[string]*config.Spec{"web": {ReleaseSpecs: map[string]*config.ReleaseSpec{
+		"on":  {Drift: &config.Drift{Mode: config.DriftCorrect, Ignore: []config.DriftIgnore{{Paths: []string{"/spec/replicas"}}}}},
+		"off": {},
+	}}}}
+	step := func(rs string, a plan.Action, st plan.ReleaseState) plan.Step {
+		return plan.Step{Spec: "web", ReleaseSpec: rs, Release: "web-" + rs, Namespace: "apps", Revision: 3, Action: a, State: st, ServiceAccount: "deployer"}
+	}
+	held := step("on", plan.ActionSuspended, plan.ReleaseInSync)
+	held.Pending = plan.ActionNone
+	heldUpgrade := step("on", plan.ActionSuspended, plan.ReleaseOutOfSync)
+	heldUpgrade.Pending = plan.ActionUpgrade
+	noRelease := step("on", plan.ActionInstall, plan.ReleaseAbsent)
+	noRelease.Revision = 0
+	for _, c := range []struct {
+		name  string
+		s     plan.Step
+		check bool
+		state string
+	}{
+		{"in sync", step("on", plan.ActionNone, plan.ReleaseInSync), true, ""},
+		{"suspended in sync", held, true, ""},
+		{"suspended upgrade", heldUpgrade, false, driftUnchecked},
+		{"upgrade", step("on", plan.ActionUpgrade, plan.ReleaseOutOfSync), false, driftUnchecked},
+		{"locked", step("on", plan.ActionWait, plan.ReleaseLocked), false, driftUnchecked},
+		{"mode off", step("off", plan.ActionNone, plan.ReleaseInSync), false, driftOff},
+		{"no release", noRelease, false, driftUnchecked},
+		{"release spec gone", step("gone", plan.ActionNone, plan.ReleaseInSync), false, driftUnchecked},
+	} {
+		target, d := planDrift(cfg, c.s)
+		if c.check != (target != nil) || !c.check && (d == nil || d.State != c.state) {
+			t.Errorf("%s: target %+v, drift %+v", c.name, target, d)
+			continue
+		}
+		if target != nil && (target.Policy.ModeOrOff() != config.DriftWarn || len(target.Policy.Ignore) != 1 ||
+			target.ServiceAccount != (helmops.ServiceAccount{Namespace: "apps", Name: "deployer"}) || target.Suspended != (c.s.Action == plan.ActionSuspended)) {
+			t.Errorf("%s: target %+v", c.name, target)
+		}
+	}
+}
+
+// TestDriftOf: one decision of a check's state for plan and list: drift
+// wins over a failed object, whose error is kept; paths only.
+func TestDriftOf(t *testing.T) {
+	dep := drift.ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "apps", Name: "web"}
+	svc := drift.ObjectRef{Version: "v1", Kind: "Service", Namespace: "apps", Name: "web"}
+	drifted := helmops.ObjectDrift{Result: drift.Result{Object: dep, Fields: []drift.Field{{Path: "/spec/replicas", State: drift.Drifted}}}}
+	missing := helmops.ObjectDrift{Result: drift.Result{Object: svc, Missing: true}}
+	failed := helmops.ObjectDrift{Result: drift.Result{Object: svc}, CheckErr: errors.New("cannot dry-run apply Service/apps/web: Forbidden")}
+	clean := helmops.ObjectDrift{Result: drift.Result{Object: svc}}
+	for _, c := range []struct {
+		name   string
+		objs   []helmops.ObjectDrift
+		err    error
+		state  string
+		column string
+	}{
+		{"none", []helmops.ObjectDrift{clean}, nil, driftNone, "none"},
+		{"drifted", []helmops.ObjectDrift{drifted, clean}, nil, driftDrifted, "drifted: Deployment.apps/apps/web: /spec/replicas"},
+		{"drifted and missing", []helmops.ObjectDrift{missing, drifted}, nil, driftDrifted, "drifted: Service/apps/web: missing; Deployment.apps/apps/web: /spec/replicas"},
+		{"missing", []helmops.ObjectDrift{missing}, nil, driftMissing, "missing: Service/apps/web: missing"},
+		{"drifted and failed", []helmops.ObjectDrift{drifted, failed}, nil, driftDrifted, "drifted: Deployment.apps/apps/web: /spec/replicas"},
+		{"failed", []helmops.ObjectDrift{failed, clean}, nil, driftError, "error: cannot dry-run apply Service/apps/web: Forbidden"},
+		{"release unreadable", nil, errors.New("cannot read revision 3"), driftError, "error: cannot read revision 3"},
+	} {
+		d := driftOf(&helmops.DriftReport{Objects: c.objs}, c.err)
+		if d.State != c.state || driftColumn(d) != c.column {
+			t.Errorf("%s: %+v, column %q", c.name, d, driftColumn(d))
+		}
+		if c.name == "drifted and failed" && !strings.Contains(d.Error, "Forbidden") {
+			t.Errorf("%s: the failure is lost: %+v", c.name, d)
+		}
+	}
+	if driftColumn(unchecked("no release")) != "-" || driftColumn(nil) != "-" {
+		t.Error("an unchecked release's column is not -")
+	}
+}
