@@ -67,7 +67,6 @@ func TestNoWatchNoListRead(t *testing.T) {
 	}
 }
 
-
 // bulkConfig is a config of one spec per name, each triggered by the
 // Deployment of that name.
 func (h *harness) bulkConfig(names []string) *config.Config {
