@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -78,8 +79,8 @@ func TestPlanShowsDrift(t *testing.T) {
 	var steps []struct {
 		Action, Release string
 		Drift           *struct {
-			State   string
-			Objects []struct {
+			State, Reason string
+			Objects       []struct {
 				Kind, Name string
 				Missing    bool
 				Paths      []string
@@ -128,5 +129,20 @@ func TestPlanShowsDrift(t *testing.T) {
 	}
 	if r := e.Release("web-drifty"); r.Revision != 1 {
 		t.Errorf("revision %d after the plans, want 1", r.Revision)
+	}
+
+	// Another Helm client upgrades it (same chart and values): the drift
+	// loop does not check a revision autox did not write, nor does plan.
+	cluster.UpgradeReusingValues(t, e.NS, "web-drifty", filepath.Join(e.Charts, "drift"))
+	before = len(cluster.WritesSoFar(t, e.NS))
+	if err := json.Unmarshal([]byte(e.cliStdout(0, "plan", "--config", config, "-o", "json")), &steps); err != nil {
+		t.Fatal(err)
+	}
+	if ws := cluster.WritesSoFar(t, e.NS)[before:]; len(ws) != 0 {
+		t.Errorf("plan of a revision another Helm client wrote made writes: %+v", ws)
+	}
+	if len(steps) != 1 || steps[0].Action != "unchanged" || steps[0].Drift == nil || steps[0].Drift.State != "unchecked" ||
+		!strings.Contains(steps[0].Drift.Reason, "another Helm client") {
+		t.Errorf("plan of a revision another Helm client wrote: %+v", steps)
 	}
 }
