@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/internal/drift"
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
@@ -51,6 +53,68 @@ func TestPlanDrift(t *testing.T) {
 			target.ServiceAccount != (helmops.ServiceAccount{Namespace: "apps", Name: "deployer"}) || target.Suspended != (c.s.Action == plan.ActionSuspended)) {
 			t.Errorf("%s: target %+v", c.name, target)
 		}
+	}
+}
+
+// TestPlanDriftNewestByAutox: as the drift loop (DriftTargets), plan
+// checks a release only when autox wrote its newest revision: one another
+// Helm client wrote (autox's revision label names an older one, or there
+// is no digest) is not checked, with the reason; a record that cannot be
+// listed is an error; the planDrifts wiring asks for no check then (a nil
+// checker would panic).
+func TestPlanDriftNewestByAutox(t *testing.T) {
+	ours := format.Record{Namespace: "apps", Name: "web-on", Revision: 3, Status: "deployed", Digest: "d", AutoxRevision: 3}
+	foreign := ours
+	foreign.AutoxRevision = 2
+	noDigest := ours
+	noDigest.Digest, noDigest.AutoxRevision = "", 0
+	newer := ours
+	newer.Revision, newer.AutoxRevision = 4, 4
+	for _, c := range []struct {
+		name   string
+		rec    format.Record
+		found  bool
+		err    error
+		state  string
+		reason string
+	}{
+		{"autox wrote it", ours, true, nil, "", ""},
+		{"another Helm client wrote it", foreign, true, nil, driftUnchecked, "revision 3 was written by another Helm client, not autox: the drift loop does not check it"},
+		{"no digest", noDigest, true, nil, driftUnchecked, "revision 3 was written by another Helm client, not autox: the drift loop does not check it"},
+		{"a newer revision since", newer, true, nil, driftUnchecked, "its newest revision is 4 now, not the plan's 3"},
+		{"gone", format.Record{}, false, nil, driftUnchecked, "no release"},
+		{"unreadable", format.Record{}, false, errors.New("cannot list release records: Forbidden"), driftError, "the release could not be checked"},
+	} {
+		d := newestByAutox(c.rec, c.found, c.err, 3)
+		if c.state == "" {
+			if d != nil {
+				t.Errorf("%s: not checked: %+v", c.name, d)
+			}
+			continue
+		}
+		if d == nil || d.State != c.state || d.Reason != c.reason {
+			t.Errorf("%s: %+v", c.name, d)
+		}
+	}
+
+	cfg := &config.Config{Specs: map[string]*config.Spec{"web": {ReleaseSpecs: map[string]*config.ReleaseSpec{
+		"on": {Drift: &config.Drift{Mode: config.DriftWarn}},
+	}}}}
+	steps := []plan.Step{{Spec: "web", ReleaseSpec: "on", Release: "web-on", Namespace: "apps", Revision: 3, Action: plan.ActionNone, State: plan.ReleaseInSync}}
+	var asked []string
+	records := func(_ context.Context, namespaces []string) ([]format.Record, error) {
+		asked = append(asked, namespaces...)
+		return []format.Record{foreign}, nil
+	}
+	drifts := planDrifts(context.Background(), nil, records, cfg, steps)
+	if len(drifts) != 1 || drifts[0].State != driftUnchecked || driftColumn(drifts[0]) != "-" || len(asked) != 1 || asked[0] != "apps" {
+		t.Errorf("planDrifts: %+v, namespaces read %v", drifts, asked)
+	}
+	partial := func(context.Context, []string) ([]format.Record, error) {
+		return nil, &helmops.NamespacesError{Failed: map[string]error{"apps": errors.New("Forbidden")}}
+	}
+	if d := planDrifts(context.Background(), nil, partial, cfg, steps); d[0].State != driftError || d[0].Error != "Forbidden" {
+		t.Errorf("planDrifts of an unreadable namespace: %+v", d[0])
 	}
 }
 

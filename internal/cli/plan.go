@@ -82,7 +82,7 @@ with --detailed-exitcode).`,
 			view := planView{steps: steps, shards: shard.Count(cf.shards), diff: diff, diffs: diffs}
 			if withDrift {
 				// A failed check is in its step's drift: it never fails the plan.
-				view.drifts = planDrifts(cmd.Context(), limit.checker(deps.helm, nil), cfg, steps)
+				view.drifts = planDrifts(cmd.Context(), limit.checker(deps.helm, nil), deps.inv.Managed, cfg, steps)
 			}
 			if err := printPlan(cmd.OutOrStdout(), output, view); err != nil {
 				return &exitError{1, err}

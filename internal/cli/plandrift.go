@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
+	"github.com/autox-dev/autox/internal/format"
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
@@ -64,16 +66,70 @@ func readOnlyTarget(namespace, name string, revision int, policy *config.Drift, 
 	return t
 }
 
+// newestByAutox decides, from the release's record as listed (found: it
+// is there; err: its namespace could not be listed), whether the revision
+// the plan read is autox's own newest one, as the drift loop requires
+// (triggers' DriftTargets): nil when it is, else the drift to show without
+// a check. A revision another Helm client wrote (a manual upgrade or
+// rollback: autox's revision label names an older one, or there is no
+// digest) is not checked, by the loop nor by plan.
+func newestByAutox(rec format.Record, found bool, err error, revision int) *releaseDrift {
+	switch {
+	case err != nil:
+		return &releaseDrift{State: driftError, Reason: "the release could not be checked", Error: err.Error()}
+	case !found:
+		return unchecked("no release")
+	case rec.Revision != revision:
+		return unchecked(fmt.Sprintf("its newest revision is %d now, not the plan's %d", rec.Revision, revision))
+	case rec.Digest == "" || rec.AutoxRevision != rec.Revision:
+		return unchecked(fmt.Sprintf("revision %d was written by another Helm client, not autox: the drift loop does not check it", rec.Revision))
+	}
+	return nil
+}
+
 // planDrifts checks the drift of the plan's steps, one per step in order.
-func planDrifts(ctx context.Context, checker *helmops.DriftChecker, cfg *config.Config, steps []plan.Step) []*releaseDrift {
+// records lists the releases' records (helmops.Inventory.Managed): one
+// metadata LIST per namespace with a release to check, read-only.
+func planDrifts(ctx context.Context, checker *helmops.DriftChecker, records func(context.Context, []string) ([]format.Record, error),
+	cfg *config.Config, steps []plan.Step) []*releaseDrift {
 	out := make([]*releaseDrift, len(steps))
+	targets := make([]*helmops.DriftTarget, len(steps))
+	var namespaces []string
+	seen := map[string]bool{}
 	for i, s := range steps {
-		t, d := planDrift(cfg, s)
-		if t != nil {
-			t.Redact = s.Hide
-			d = driftOf(checker.Check(ctx, *t))
+		targets[i], out[i] = planDrift(cfg, s)
+		if targets[i] != nil && !seen[s.Namespace] {
+			seen[s.Namespace] = true
+			namespaces = append(namespaces, s.Namespace)
 		}
-		out[i] = d
+	}
+	if len(namespaces) == 0 {
+		return out
+	}
+	recs, err := records(ctx, namespaces)
+	byName := make(map[string]format.Record, len(recs))
+	for _, r := range recs {
+		byName[r.Namespace+"/"+r.Name] = r
+	}
+	var nsErr *helmops.NamespacesError
+	for i, t := range targets {
+		if t == nil {
+			continue
+		}
+		rec, found := byName[t.Namespace+"/"+t.Name]
+		readErr := err // a listed record holds, whatever failed elsewhere
+		if errors.As(err, &nsErr) {
+			readErr = nsErr.Failed[t.Namespace]
+		}
+		if found {
+			readErr = nil
+		}
+		if d := newestByAutox(rec, found, readErr, t.Revision); d != nil {
+			out[i] = d
+			continue
+		}
+		t.Redact = steps[i].Hide
+		out[i] = driftOf(checker.Check(ctx, *t))
 	}
 	return out
 }

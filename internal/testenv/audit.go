@@ -2,12 +2,17 @@ package testenv
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -127,4 +132,36 @@ func (c *Cluster) Writes(keep func(Write) bool) ([]Write, error) {
 		}
 	}
 	return out, sc.Err()
+}
+
+// sentinelPrefix names the ConfigMaps WritesSoFar writes to mark the log.
+const sentinelPrefix = "audit-sentinel-"
+
+// WritesSoFar returns the writes in namespace ns the audit log holds, in
+// its order, with every one the API server answered before this call: it
+// writes a sentinel ConfigMap there and waits until the log shows it, so
+// that no earlier write is still on its way to the log. Sentinels are left
+// out.
+func (c *Cluster) WritesSoFar(t testing.TB, ns string) []Write {
+	t.Helper()
+	sentinel := fmt.Sprintf("%s%d", sentinelPrefix, time.Now().UnixNano())
+	if _, err := c.Client.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: sentinel}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var out []Write
+	Eventually(t, time.Minute, "the sentinel write in the audit log", func() (bool, error) {
+		seen := false
+		ws, err := c.Writes(func(w Write) bool {
+			if w.Namespace != ns {
+				return false
+			}
+			if w.Name == sentinel {
+				seen = true
+			}
+			return !strings.HasPrefix(w.Name, sentinelPrefix)
+		})
+		out = ws
+		return seen, err
+	})
+	return out
 }

@@ -147,6 +147,20 @@ func (c *Cluster) TakeOver(t testing.TB, namespace, name, chartDir string) {
 	}
 }
 
+// UpgradeReusingValues upgrades a release the way a person running Helm 4's
+// `helm upgrade --reuse-values` would: a new revision of the chart with the
+// release's values, keeping its labels (Helm carries the last revision's
+// over), so autox's revision label names the older revision.
+func (c *Cluster) UpgradeReusingValues(t testing.TB, namespace, name, chartDir string) {
+	t.Helper()
+	up := action.NewUpgrade(c.helmConfig(t, namespace))
+	up.Namespace, up.ReuseValues = namespace, true
+	up.WaitStrategy = kube.HookOnlyStrategy
+	if _, err := up.Run(name, loadChart(t, chartDir), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (c *Cluster) helmConfig(t testing.TB, namespace string) *action.Configuration {
 	t.Helper()
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler))
