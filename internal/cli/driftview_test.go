@@ -118,6 +118,40 @@ func TestPlanDriftNewestByAutox(t *testing.T) {
 	}
 }
 
+// TestListDriftNewestByAutox: list --drift follows the rule of plan and
+// the drift loop: a release whose newest revision another Helm client
+// wrote, or one not deployed, is unchecked with the reason plan gives, and
+// no check is made of it (a nil checker would panic).
+func TestListDriftNewestByAutox(t *testing.T) {
+	cfg := &config.Config{Specs: map[string]*config.Spec{"web": {ReleaseSpecs: map[string]*config.ReleaseSpec{
+		"on": {Drift: &config.Drift{Mode: config.DriftWarn}},
+	}}}}
+	ours := format.Record{Namespace: "apps", Name: "web-on", Spec: "web", ReleaseSpec: "on", Revision: 3, Status: "deployed", Digest: "d", AutoxRevision: 3}
+	foreign := ours
+	foreign.Name, foreign.AutoxRevision = "web-manual", 2
+	noDigest := ours
+	noDigest.Name, noDigest.Digest, noDigest.AutoxRevision = "web-helm", "", 0
+	failed := ours
+	failed.Name, failed.Status = "web-failed", "failed"
+	rels := []*format.Release{{Record: foreign}, {Record: noDigest}, {Record: failed}}
+	rows := listRows(cfg, format.DefaultInstance, rels, false, "")
+	addDrift(context.Background(), nil, cfg, rows, rels)
+	want := []string{
+		"revision 3 was written by another Helm client, not autox: the drift loop does not check it",
+		"revision 3 was written by another Helm client, not autox: the drift loop does not check it",
+		"revision 3 is failed, not deployed",
+	}
+	for i, r := range rows {
+		if r.Drift == nil || r.Drift.State != driftUnchecked || r.Drift.Reason != want[i] || driftColumn(r.Drift) != "-" {
+			t.Errorf("%s: %+v", r.Release, r.Drift)
+		}
+	}
+	// The same reason as plan's for the same record.
+	if p := newestByAutox(foreign, true, nil, 3); p == nil || p.Reason != rows[0].Drift.Reason {
+		t.Errorf("plan says %+v, list %+v", p, rows[0].Drift)
+	}
+}
+
 // TestDriftOf: one decision of a check's state for plan and list: drift
 // wins over a failed object, whose error is kept; paths only.
 func TestDriftOf(t *testing.T) {

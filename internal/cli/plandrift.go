@@ -70,9 +70,7 @@ func readOnlyTarget(namespace, name string, revision int, policy *config.Drift, 
 // is there; err: its namespace could not be listed), whether the revision
 // the plan read is autox's own newest one, as the drift loop requires
 // (triggers' DriftTargets): nil when it is, else the drift to show without
-// a check. A revision another Helm client wrote (a manual upgrade or
-// rollback: autox's revision label names an older one, or there is no
-// digest) is not checked, by the loop nor by plan.
+// a check; one another Helm client wrote is not checked (writtenByAnother).
 func newestByAutox(rec format.Record, found bool, err error, revision int) *releaseDrift {
 	switch {
 	case err != nil:
@@ -81,7 +79,17 @@ func newestByAutox(rec format.Record, found bool, err error, revision int) *rele
 		return unchecked("no release")
 	case rec.Revision != revision:
 		return unchecked(fmt.Sprintf("its newest revision is %d now, not the plan's %d", rec.Revision, revision))
-	case rec.Digest == "" || rec.AutoxRevision != rec.Revision:
+	}
+	return writtenByAnother(rec)
+}
+
+// writtenByAnother is the drift to show, without a check, of a release
+// whose newest revision another Helm client wrote (a manual upgrade or
+// rollback: autox's revision label names an older one, or there is no
+// digest), nil when autox wrote it: the drift loop's rule (triggers'
+// DriftTargets), which plan and list --drift follow so that the three agree.
+func writtenByAnother(rec format.Record) *releaseDrift {
+	if rec.Digest == "" || rec.AutoxRevision != rec.Revision {
 		return unchecked(fmt.Sprintf("revision %d was written by another Helm client, not autox: the drift loop does not check it", rec.Revision))
 	}
 	return nil
