@@ -91,6 +91,11 @@ type bulkList struct {
 	// event counts more changed since.
 	seq   uint64
 	watch uint64 // the informer's watch generation then (0: none open)
+	// inf is the informer whose generation watch is: generations count
+	// per informer, so one started again after a config dropped and
+	// restored k (and listed from the watch cache meanwhile) must not
+	// pass for the one that watched since the LIST.
+	inf *metainformer.Informer
 }
 
 type bulkEntry struct {
@@ -155,7 +160,8 @@ func (b *bulkReads) Listing(ctx context.Context, cfg *config.Config, k observe.L
 	until := b.wait
 	b.mu.Unlock()
 	var watch uint64
-	if inf := b.informer(k); inf != nil {
+	inf := b.informer(k)
+	if inf != nil {
 		wctx, cancel := context.WithDeadline(ctx, until)
 		inf.WaitWatching(wctx)
 		cancel()
@@ -164,7 +170,7 @@ func (b *bulkReads) Listing(ctx context.Context, cfg *config.Config, k observe.L
 		}
 	}
 	b.mu.Lock()
-	l := &bulkList{key: k, began: b.now(), seq: b.seq, watch: watch}
+	l := &bulkList{key: k, began: b.now(), seq: b.seq, watch: watch, inf: inf}
 	b.mu.Unlock()
 	return func(objs map[string]plan.TriggerRead) {
 		b.mu.Lock()
@@ -203,11 +209,13 @@ func (b *bulkReads) Take(cfg *config.Config, specName string, obj format.Object,
 	if !listed {
 		return plan.TriggerRead{}, false // nothing to refuse: an object no LIST of the pass holds
 	}
-	if inf := b.informer(e.list.key); inf != nil {
+	// Another informer than the LIST's (started again since) has no watch
+	// open all along since the LIST: WatchNow stays 0.
+	if inf := b.informer(e.list.key); inf != nil && inf == e.list.inf {
 		if gen, open := inf.WatchGeneration(); open {
 			f.WatchNow = gen
 		}
-		if o, exists, err := inf.Indexer().GetByKey(t.Namespace + "/" + t.Name); err == nil && exists {
+		if o, exists, err := inf.Indexer().GetByKey(storeKey(t.Namespace, t.Name)); err == nil && exists {
 			if m, ok := o.(*metav1.PartialObjectMetadata); ok {
 				f.StoreVersion = m.ResourceVersion
 			}
@@ -219,4 +227,14 @@ func (b *bulkReads) Take(cfg *config.Config, specName string, obj format.Object,
 	}
 	b.listReads.Add(1)
 	return e.read, true
+}
+
+// storeKey is an object's key in an informer's store (client-go's
+// MetaNamespaceKeyFunc): "namespace/name", or "name" for a cluster-scoped
+// object.
+func storeKey(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
 }

@@ -185,7 +185,7 @@ func (r *Reconciler) ReconcileUnder(ctx context.Context, cfg *config.Config, key
 		return nil, err
 	}
 	trigger, err := r.run(ctx, o, start, func(ctx context.Context) (*plan.Observation, error) {
-		return r.observer.Observe(ctx, cfg, specName, obj)
+		return r.observer.Observe(observe.LiveOnly(ctx), cfg, specName, obj)
 	})
 	if !obj.IsZero() && !trigger.Wanted() && trigger != plan.TriggerConflict {
 		r.observer.Admissions().Leave(specName, obj)

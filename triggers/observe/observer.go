@@ -64,6 +64,19 @@ type BulkReads interface {
 	Take(cfg *config.Config, specName string, obj format.Object, t config.Trigger) (plan.TriggerRead, bool)
 }
 
+// liveOnlyKey marks a context whose reads must all be GETs.
+type liveOnlyKey struct{}
+
+// LiveOnly returns ctx marked so that the Observer reads the trigger with a
+// GET even where a pass's LIST could stand in: the reobservation after a
+// reconcile's removals must see what they left, not what a LIST (perhaps
+// of a pass that began since) held.
+func LiveOnly(ctx context.Context) context.Context {
+	return context.WithValue(ctx, liveOnlyKey{}, true)
+}
+
+func liveOnly(ctx context.Context) bool { v, _ := ctx.Value(liveOnlyKey{}).(bool); return v }
+
 // Options are what an Observer reads with.
 type Options struct {
 	Releases Releases
@@ -243,7 +256,7 @@ func (ob *Observer) observeTrigger(ctx context.Context, cfg *config.Config, spec
 // readTrigger reads the trigger live: from the pass's LIST when the bulk
 // reads vouch for it, else with a GET.
 func (ob *Observer) readTrigger(ctx context.Context, cfg *config.Config, specName string, obj format.Object, t config.Trigger) (plan.TriggerRead, *corev1.ObjectReference, error) {
-	if ob.bulk != nil {
+	if ob.bulk != nil && !liveOnly(ctx) {
 		if read, ok := ob.bulk.Take(cfg, specName, obj, t); ok {
 			return read, ob.opts.Triggers.Reference(t, read.UID), nil
 		}
