@@ -15,9 +15,9 @@ import (
 )
 
 // Metadata lists the objects of client that opts select, size per page
-// (0: one response). A list whose continuation expired between pages is
-// read again whole (the pager's fallback), so the result is always one
-// consistent list.
+// (0: one response). A list whose continuation expired between pages
+// fails (the pager's EachListItem has no fallback to a whole list), so a
+// result is always one consistent list and a failure decides nothing.
 func Metadata(ctx context.Context, client metadata.ResourceInterface, opts metav1.ListOptions, size int64) ([]metav1.PartialObjectMetadata, error) {
 	if size <= 0 {
 		list, err := client.List(ctx, opts)
