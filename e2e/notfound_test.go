@@ -97,8 +97,12 @@ func TestPlainNotFoundTrigger(t *testing.T) {
 `)), "--kubeconfig", kubeconfig)
 	e.WaitRelease("web-app", "installed", deployedAt(1))
 
+	// The pass's LIST of the namespace's Deployments is a live read too
+	// (bulk reads: it stands in for the GET of a reconcile it queues), so
+	// it gets the same answer; the informer's watch is left alone.
 	proxy.AnswerPlain(http.StatusNotFound, plain404, func(r *http.Request) bool {
-		return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/deployments/web")
+		return r.Method == http.MethodGet && r.URL.Query().Get("watch") != "true" &&
+			(strings.HasSuffix(r.URL.Path, "/deployments/web") || strings.HasSuffix(r.URL.Path, "/namespaces/"+e.NS+"/deployments"))
 	})
 	e.Relabel("web", version("2.0.0")) // a reconcile, which reads it
 	unchanged := func(r *format.Release) bool { return r != nil && r.Revision == 1 && labelOf(r) == "1.0.0" }

@@ -205,6 +205,15 @@ func TestRemediation(t *testing.T) {
 	e.WaitRelease("web-app", "installed, ready at once", deployedAt(1))
 	e.waitLogCount(p, `"message":"remediation retries used up"`, 1)
 	e.WaitRelease("api-bad", "uninstalled once its retries were used up", gone)
+	// The records go before Helm's uninstall returns and autox logs it.
+	testenv.Eventually(t, patience, "api-bad's uninstall logged", func() (bool, error) {
+		for _, l := range linesWith(p.Output(), `"release":"api-bad"`) {
+			if strings.Contains(l, `"message":"release uninstall"`) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 	attempts := linesWith(p.Output(), `"release":"api-bad"`)
 	var installs, uninstalls int
 	for _, l := range writeLines(strings.Join(attempts, "\n")) {
