@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/internal/format"
@@ -215,7 +216,7 @@ func (b *bulkReads) Take(cfg *config.Config, specName string, obj format.Object,
 		if gen, open := inf.WatchGeneration(); open {
 			f.WatchNow = gen
 		}
-		if o, exists, err := inf.Indexer().GetByKey(storeKey(t.Namespace, t.Name)); err == nil && exists {
+		if o, exists, err := inf.Indexer().GetByKey(cache.NewObjectName(t.Namespace, t.Name).String()); err == nil && exists {
 			if m, ok := o.(*metav1.PartialObjectMetadata); ok {
 				f.StoreVersion = m.ResourceVersion
 			}
@@ -227,14 +228,4 @@ func (b *bulkReads) Take(cfg *config.Config, specName string, obj format.Object,
 	}
 	b.listReads.Add(1)
 	return e.read, true
-}
-
-// storeKey is an object's key in an informer's store (client-go's
-// MetaNamespaceKeyFunc): "namespace/name", or "name" for a cluster-scoped
-// object.
-func storeKey(namespace, name string) string {
-	if namespace == "" {
-		return name
-	}
-	return namespace + "/" + name
 }
