@@ -86,6 +86,9 @@ func (m *Manager) install(ctx context.Context, d Target, complete bool) (int, er
 	records := cfg.Releases.Driver
 	cfg.Releases.Driver = &seenFree{Driver: records, name: d.Name}
 	wrote := watchWrites(cfg)
+	if !complete {
+		m.answerConflictsFromLists(cfg, in, wrote)
+	}
 	var rel *release.Release
 	err = m.untilDone(ctx, func() (err error) {
 		// Helm checks that the name is free before it creates the chart's

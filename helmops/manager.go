@@ -91,6 +91,10 @@ type Manager struct {
 	// parent is the Manager As made this one of (nil for autox's own): its
 	// record index learns of this one's writes (see writes).
 	parent *Manager
+
+	// conflicts answers installs' conflict reads from lists, made once.
+	conflictsOnce sync.Once
+	conflicts     *conflictLists
 }
 
 // writes are the expectations of the record index that must learn of m's

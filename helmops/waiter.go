@@ -42,6 +42,9 @@ type kubeClient struct {
 	// refresh, when set, makes the shared discovery and REST mapping be
 	// read anew (Manager.forgetAPIs).
 	refresh func()
+	// conflicts, when set, answers an install's conflict reads from
+	// lists (conflictreads.go).
+	conflicts *conflictReads
 }
 
 // Build is Helm's, except that a kind the REST mapper does not know makes
@@ -49,6 +52,14 @@ type kubeClient struct {
 // since the shared mapper read it (by another release, or by hand), and
 // without this the release would fail until the cached discovery expires.
 func (c kubeClient) Build(reader io.Reader, validate bool) (kube.ResourceList, error) {
+	infos, err := c.build(reader, validate)
+	if err == nil && c.conflicts != nil {
+		c.conflicts.wrap(infos)
+	}
+	return infos, err
+}
+
+func (c kubeClient) build(reader io.Reader, validate bool) (kube.ResourceList, error) {
 	if c.refresh == nil {
 		return c.Client.Build(reader, validate)
 	}

@@ -19,25 +19,41 @@ import (
 // fails (the pager's EachListItem has no fallback to a whole list), so a
 // result is always one consistent list and a failure decides nothing.
 func Metadata(ctx context.Context, client metadata.ResourceInterface, opts metav1.ListOptions, size int64) ([]metav1.PartialObjectMetadata, error) {
+	var out []metav1.PartialObjectMetadata
+	err := Each(ctx, client, opts, size, func(m *metav1.PartialObjectMetadata) {
+		out = append(out, *m)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Each is Metadata for a caller that keeps only part of each object: it
+// hands every object to fn in turn, so that no whole page outlives fn. A
+// list that failed part way has been handed out in part: the caller must
+// drop what fn kept when Each returns an error.
+func Each(ctx context.Context, client metadata.ResourceInterface, opts metav1.ListOptions, size int64, fn func(*metav1.PartialObjectMetadata)) error {
 	if size <= 0 {
 		list, err := client.List(ctx, opts)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		return list.Items, nil
+		for i := range list.Items {
+			fn(&list.Items[i])
+		}
+		return nil
 	}
 	p := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return client.List(ctx, o)
 	})
 	p.PageSize = size
-	var out []metav1.PartialObjectMetadata
-	err := p.EachListItem(ctx, opts, func(obj runtime.Object) error {
+	return p.EachListItem(ctx, opts, func(obj runtime.Object) error {
 		m, ok := obj.(*metav1.PartialObjectMetadata)
 		if !ok {
 			return fmt.Errorf("listing returned a %T, not object metadata", obj)
 		}
-		out = append(out, *m)
+		fn(m)
 		return nil
 	})
-	return out, err
 }
