@@ -124,6 +124,30 @@ func (b *run) driftEdits(ctx context.Context, p *process, httpAddr string) error
 			}
 		}
 	}
+	// Every release's first check ends before the quiet window: at
+	// --drift-qps Q the first checks of N releases take N / Q, and a window
+	// during them measures them, not a quiet loop.
+	note("drift: waiting until every release (%d) was checked once", b.total)
+	firstFrom := time.Now()
+	for {
+		checked, err := scrapeMetric(httpAddr, `autox_drift_checks_total{result="checked"}`)
+		if err != nil {
+			return err
+		}
+		if int(checked) >= b.total {
+			r.DriftFirstChecks = time.Since(convergedAt)
+			break
+		}
+		if time.Since(firstFrom) > 30*time.Minute {
+			note("drift: only %d of %d releases checked after 30 min: the quiet window includes first checks", int(checked), b.total)
+			break
+		}
+		select {
+		case <-time.After(5 * time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	// A quiet window with the loop running and every release learnt:
 	// what drift costs while nothing changes (its periodic re-checks,
 	// spread over --drift-period), to set beside the quiet period above.

@@ -48,6 +48,9 @@ type results struct {
 	DriftRecordWrites recordChanges
 	DriftHelmWrites   int
 	DriftRSS          int64
+	// DriftFirstChecks is the time from convergence until every release
+	// was checked once (0: not reached).
+	DriftFirstChecks time.Duration
 	// DriftQuiet are the requests of a quiet window after the edits, the
 	// loop having learnt every release; DriftQuietWindow its length.
 	DriftQuiet       requestCounts
@@ -153,6 +156,7 @@ func (r results) table(o options) string {
 			what = "edit → reported (DriftDetected)"
 		}
 		fmt.Fprintf(&b, "| drift: convergence → first edit reported (the loop has learnt the releases) | %s | |\n", secs(r.DriftReady))
+		fmt.Fprintf(&b, "| drift: convergence → every release checked once | %s | 0: not within 30 min |\n", secs(r.DriftFirstChecks))
 		fmt.Fprintf(&b, "| drift: %s p50 / p99 (%d edits, %d not reported within a minute) | %s / %s | |\n", what,
 			len(r.DriftLatencies)+r.DriftMissed, r.DriftMissed, secs(percentile(r.DriftLatencies, 0.5)), secs(percentile(r.DriftLatencies, 0.99)))
 		fmt.Fprintf(&b, "| drift: corrections (autox_drift_corrections_total corrected); reported corrected but not put back | %d; %d | |\n", r.DriftCorrections, r.DriftNotPutBack)
