@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +33,7 @@ func TestBulkReadRules(t *testing.T) {
 		{"not listed", func(f *bulkFacts) { f.Listed = false }, false},
 		{"absent from the list", func(f *bulkFacts) { f.Found = false }, false},
 		{"read once already", func(f *bulkFacts) { f.Used = true }, false},
+		{"an event queued the key", func(f *bulkFacts) { f.Queued = true }, false},
 		{"list too old", func(f *bulkFacts) { f.Age = bulkReadMaxAge + time.Millisecond }, false},
 		{"clock went back", func(f *bulkFacts) { f.Age = -time.Second }, false},
 		{"an event since the list", func(f *bulkFacts) { f.Event = true }, false},
@@ -283,5 +285,110 @@ func TestReobservationAfterRemovalsGets(t *testing.T) {
 	}
 	if got != 1 {
 		t.Errorf("%d GETs of the trigger by the reobservation after the removal, want 1", got)
+	}
+}
+
+// TestTriggerDeletedBeforeItsDecision: the stale-informer scenario. A
+// trigger is created (its add event queues a reconcile, held back while
+// its spec is busy), a pass LISTs it, and it is deleted before the
+// reconcile decides: no release is installed for it, whether the
+// informer has seen the deletion or its watch fell behind and has not.
+func TestTriggerDeletedBeforeItsDecision(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		lagging bool
+	}{
+		{"the informer saw the deletion", false},
+		{"the informer's watch fell behind", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			frozen := &atomic.Bool{}
+			h.informerFaults = &testenv.MetadataFaults{Frozen: frozen}
+			spy := &orderSpy{}
+			h.spy = func(helm Helm) Helm { spy.Helm = helm; return spy }
+			cfg := h.bulkConfig([]string{"late"})
+			h.start(cfg, time.Hour)
+			h.waitPass() // late does not exist yet: nothing to install
+			ctx := context.Background()
+			k := observe.KeyFor(cfg.Specs["late"].Trigger)
+			id := bulkObject{Group: "apps", Resource: "deployments", Namespace: h.NS, Name: "late"}
+
+			// Its reconcile finds the spec busy and is tried again every
+			// busyRetry until the lock is released.
+			lock := h.ctrl.rec.locks.of("late")
+			lock.Lock()
+			unlocked := false
+			unlock := func() {
+				if !unlocked {
+					unlocked = true
+					lock.Unlock()
+				}
+			}
+			defer unlock()
+			h.Deployment("late", map[string]string{"app.kubernetes.io/version": "1"})
+			testenv.Eventually(t, patience, "the add event of late at the controller", func() (bool, error) {
+				h.ctrl.bulk.mu.Lock()
+				defer h.ctrl.bulk.mu.Unlock()
+				return h.ctrl.bulk.events[id] > 0, nil
+			})
+			// The pass LISTs late: its decision may now stand on that LIST.
+			h.ctrl.runPass(ctx)
+			h.ctrl.bulk.mu.Lock()
+			e, listed := h.ctrl.bulk.objs[id]
+			h.ctrl.bulk.mu.Unlock()
+			if !listed || !e.read.Found {
+				t.Fatal("the pass's LIST does not hold late")
+			}
+
+			frozen.Store(tc.lagging)
+			if err := cluster.Client.AppsV1().Deployments(h.NS).Delete(ctx, "late", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			inStore := func() (bool, error) {
+				_, exists, err := h.ctrl.informers.informer(k).Indexer().GetByKey(h.NS + "/late")
+				return exists, err
+			}
+			if tc.lagging {
+				if exists, err := inStore(); err != nil || !exists {
+					t.Fatalf("the informer no longer holds late (%v): the scenario needs it stale", err)
+				}
+			} else {
+				testenv.Eventually(t, patience, "the informer to see the deletion", func() (bool, error) {
+					exists, err := inStore()
+					return !exists, err
+				})
+			}
+
+			finished := finishedReconciles(h.metrics, "late")
+			unlock()
+			testenv.Eventually(t, patience, "a reconcile of late after the deletion", func() (bool, error) {
+				return finishedReconciles(h.metrics, "late") > finished, nil
+			})
+			if strings.Contains(spy.String(), "install late-a") {
+				t.Errorf("a release installed for a trigger deleted before its decision:\n%s", spy)
+			}
+			if r := h.Release("late-a"); r != nil {
+				t.Errorf("a release for a trigger deleted before its decision: revision %d", r.Revision)
+			}
+		})
+	}
+}
+
+// TestEventMarkLastsUntilRead: the mark of a key an informer event queued
+// outlives the passes until the key's next read, which it refuses the
+// LIST, and goes with its spec when the spec leaves the config.
+func TestEventMarkLastsUntilRead(t *testing.T) {
+	b := newBulkReads(func(observe.ListKey) *metainformer.Informer { return nil })
+	cfg := &config.Config{Specs: map[string]*config.Spec{"web": {}}}
+	tr := config.Trigger{Group: "apps", Version: "v1", Resource: "deployments", Namespace: "ns", Name: "web"}
+	b.eventQueued("web")
+	b.eventQueued("gone")
+	b.newPass(cfg)
+	if !b.evented["web"] || b.evented["gone"] {
+		t.Fatalf("marks after a pass: %v, want web's only", b.evented)
+	}
+	if _, ok := b.Take(cfg, "web", format.Object{}, tr); ok || b.evented["web"] {
+		t.Errorf("the read of a marked key: LIST used %v, mark kept %v", ok, b.evented["web"])
 	}
 }
