@@ -111,7 +111,8 @@ func TestColdStartDecidesFromTheList(t *testing.T) {
 // TestTriggerChangedAfterTheListIsReadAgain: a trigger deleted after the
 // pass listed it, and before its reconcile, is decided from a GET that
 // finds it gone, never from the stale LIST: it gets no release. (Its
-// informer has seen the deletion: the stale-informer scenario.)
+// informer has seen the deletion; TestTriggerDeletedBeforeItsDecision has
+// one whose watch fell behind.)
 func TestTriggerChangedAfterTheListIsReadAgain(t *testing.T) {
 	h := newHarness(t)
 	names := []string{"kept", "gone"}
