@@ -22,7 +22,10 @@ import (
 // reconcile of the pass would make (DESIGN §5), only while nothing can have
 // changed the object unseen since (bulkReadOK). Otherwise, and for a
 // second read of a key (a retry, the reobservation after removals), the
-// reconcile GETs.
+// reconcile GETs. So does the reconcile an informer event on its trigger
+// queued (a single event GETs its one object), even when a pass LISTed the
+// object after the event: the LIST says nothing of a change since that the
+// informer has not delivered yet, such as the trigger's deletion.
 
 const (
 	// bulkReadMaxAge is how long after its start a LIST may stand in for
@@ -42,6 +45,9 @@ type bulkFacts struct {
 	Listed, Found bool
 	// Used: the key has had its LIST read once already.
 	Used bool
+	// Queued: an informer event on the trigger queued the key since its
+	// last read.
+	Queued bool
 	// Age is how long ago the LIST began.
 	Age time.Duration
 	// Event: an informer event on the object arrived since the LIST began.
@@ -57,8 +63,8 @@ type bulkFacts struct {
 // bulkReadOK reports whether a LIST may be the live read of one key, and
 // if not, why: the object was in it, nothing since says it changed (no
 // event; the informer, whose one watch was open from the LIST's start until
-// now, holds the same version), it is recent, and it is the key's first
-// read.
+// now, holds the same version), it is recent, it is the key's first read,
+// and no informer event queued the key since its last read.
 func bulkReadOK(f bulkFacts) (bool, string) {
 	switch {
 	case !f.Listed:
@@ -67,6 +73,8 @@ func bulkReadOK(f bulkFacts) (bool, string) {
 		return false, "not in the list"
 	case f.Used:
 		return false, "read once already"
+	case f.Queued:
+		return false, "an informer event queued the key"
 	case f.Age < 0 || f.Age > bulkReadMaxAge:
 		return false, "list too old"
 	case f.Event:
@@ -116,6 +124,11 @@ type bulkReads struct {
 	used   map[string]bool
 	seq    uint64
 	events map[bulkObject]uint64 // the seq of each object's last event this pass
+	// evented are the keys an informer event on their trigger queued since
+	// their last read; unlike the rest, kept across passes (a key queued
+	// before a pass is read after its LISTs). A key whose spec left the
+	// config is forgotten at the next pass.
+	evented map[string]bool
 
 	listReads, refused atomic.Int64
 }
@@ -131,6 +144,11 @@ func (b *bulkReads) newPass(cfg *config.Config) {
 	defer b.mu.Unlock()
 	b.cfg, b.wait = cfg, b.now().Add(bulkWatchWait)
 	b.objs, b.used, b.events = map[bulkObject]bulkEntry{}, map[string]bool{}, map[bulkObject]uint64{}
+	for key := range b.evented {
+		if spec, _ := parseKey(key); cfg.Specs[spec] == nil {
+			delete(b.evented, key)
+		}
+	}
 	b.listReads.Store(0)
 	b.refused.Store(0)
 }
@@ -147,6 +165,17 @@ func (b *bulkReads) event(k observe.ListKey, namespace, name string) {
 	}
 	b.seq++
 	b.events[bulkObject{Group: k.GVR.Group, Resource: k.GVR.Resource, Namespace: namespace, Name: name}] = b.seq
+}
+
+// eventQueued notes that an informer event on its trigger queued key: its
+// next read GETs.
+func (b *bulkReads) eventQueued(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.evented == nil {
+		b.evented = map[string]bool{}
+	}
+	b.evented[key] = true
 }
 
 // Listing is observe.BulkReads': it notes the start of a LIST of k (after
@@ -194,6 +223,9 @@ func (b *bulkReads) Take(cfg *config.Config, specName string, obj format.Object,
 	}
 	id := bulkObject{Group: t.Group, Resource: t.Resource, Namespace: t.Namespace, Name: t.Name}
 	b.mu.Lock()
+	// Whatever the answer, this read is the one the event asked for.
+	queued := b.evented[key]
+	delete(b.evented, key)
 	if b.objs == nil || cfg != b.cfg {
 		b.mu.Unlock()
 		return plan.TriggerRead{}, false
@@ -201,7 +233,7 @@ func (b *bulkReads) Take(cfg *config.Config, specName string, obj format.Object,
 	e, listed := b.objs[id]
 	used := b.used[key]
 	b.used[key] = true
-	f := bulkFacts{Listed: listed, Found: listed && e.read.Found, Used: used}
+	f := bulkFacts{Listed: listed, Found: listed && e.read.Found, Used: used, Queued: queued}
 	if listed {
 		f.Age, f.Event = b.now().Sub(e.list.began), b.events[id] > e.list.seq
 		f.WatchAtList, f.ListVersion = e.list.watch, e.read.Version

@@ -62,8 +62,10 @@ type harness struct {
 	// liveReads runs the controller without a record index: every read of
 	// release records is a live LIST, as `autox plan` reads.
 	liveReads bool
-	// faults, if set, are what the record index's watch and LISTs see.
-	faults *testenv.MetadataFaults
+	// faults, if set, are what the record index's watch and LISTs see;
+	// informerFaults, if set, what the trigger and values source
+	// informers' watches see (the live reads of triggers go around them).
+	faults, informerFaults *testenv.MetadataFaults
 	// spy, if set, wraps the controller's Helm to watch its operations.
 	spy func(Helm) Helm
 	// managed, if set, makes the record of managed namespaces the
@@ -166,7 +168,11 @@ func (h *harness) start(cfg *config.Config, resync time.Duration) {
 	rec := NewReconciler(ReconcilerOptions{Helm: writes, Charts: chartsource.LocalCharts{}, Triggers: reads, Sources: sources, Inventory: inv,
 		Attempts: attempts.Store{Client: cs, Instance: helm.Instance(), Home: h.homeNS()}, State: state, Defaults: config.PolicyDefaults{Timeout: time.Minute, MaxHistory: 10}, Now: h.clock(),
 		Log: log, Metrics: m, Managed: managed})
-	ctrl = NewController(Options{Reconciler: rec, Inventory: inv, Metadata: meta, Records: records, Workers: 2, Resync: resync,
+	var informerMeta metadata.Interface = meta
+	if h.informerFaults != nil {
+		informerMeta = h.informerFaults.Wrap(meta)
+	}
+	ctrl = NewController(Options{Reconciler: rec, Inventory: inv, Metadata: informerMeta, Records: records, Workers: 2, Resync: resync,
 		ShutdownTimeout: h.shutdown(), RetryBase: 100 * time.Millisecond, RetryMax: time.Second, Backoff: h.backoff, Metrics: m, Log: log,
 		Shard: h.shard, Watches: h.watches})
 	h.ctrl, h.metrics, h.reads = ctrl, m, reads

@@ -16,13 +16,22 @@ func (c *Controller) onTriggerEvent(k observe.ListKey, namespace, name string) {
 	idx := c.index.Load()
 	if k.Selector == "" {
 		for _, spec := range idx.specs[triggerKey{Group: k.GVR.Group, Resource: k.GVR.Resource, Namespace: namespace, Name: name}] {
-			c.addOwned(spec, 0)
+			c.queueEvent(spec)
 		}
 		return
 	}
 	for _, spec := range idx.selectors[k] {
-		c.addOwned(ObjectKey(spec, format.Object{Namespace: namespace, Name: name}), 0)
+		c.queueEvent(ObjectKey(spec, format.Object{Namespace: namespace, Name: name}))
 	}
+}
+
+// queueEvent queues key for an event on its trigger, marked first so that
+// its reconcile reads the trigger with a GET (bulkReads.eventQueued).
+func (c *Controller) queueEvent(key string) {
+	if c.opts.Shard.OwnsKey(c.Config(), key) {
+		c.bulk.eventQueued(key)
+	}
+	c.addOwned(key, 0)
 }
 
 // triggerKey identifies a trigger object; the API version is not part of it.
