@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"k8s.io/client-go/util/retry"
 	"net/http"
 	"strconv"
 	"strings"
@@ -37,13 +38,19 @@ func number(s string) float64 {
 func (e *env) stealLease(d time.Duration) {
 	e.t.Helper()
 	leases := cluster.Client.CoordinationV1().Leases(e.NS)
-	l, err := leases.Get(context.Background(), "autox", metav1.GetOptions{})
+	// The holder renews every RetryPeriod: an update that met a renewal
+	// reads the Lease again, as any client of an optimistic write does.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := leases.Get(context.Background(), "autox", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		thief, seconds, now := "thief", int32(d/time.Second), metav1.NewMicroTime(time.Now())
+		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime, l.Spec.AcquireTime = &thief, &seconds, &now, &now
+		_, err = leases.Update(context.Background(), l, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		e.t.Fatal(err)
-	}
-	thief, seconds, now := "thief", int32(d/time.Second), metav1.NewMicroTime(time.Now())
-	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime, l.Spec.AcquireTime = &thief, &seconds, &now, &now
-	if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
 }
