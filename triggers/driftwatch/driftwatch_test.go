@@ -193,6 +193,16 @@ func TestWatchCorrects(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// The correction lands before its check reports.
+	for {
+		mu.Lock()
+		n := len(reports)
+		mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(reports) != 1 || errs[0] != nil {
