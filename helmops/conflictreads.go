@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"helm.sh/helm/v4/pkg/action"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/kube"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -31,10 +32,12 @@ import (
 // object, the largest read of a cold convergence (get configmaps 1.00 per
 // release in the bench). When many installs make objects of one resource in
 // one namespace, one consistent paged LIST of that resource's metadata
-// answers the same question for all of them: an object absent from a LIST
-// that began moments ago is answered "not found" without a request, and
-// every other object (listed, not covered by a fresh LIST, or read after
-// the install wrote anything) is read by Helm as before.
+// answers the same question for all of them: when LISTs that began moments
+// ago show none of an install's objects, its reads are answered "not found"
+// without a request; when one object is listed, not covered by a fresh
+// LIST, or read after the install wrote anything, Helm reads as before (all
+// or none: see wrap). Installs whose chart may have hooks never use LISTs
+// (see mayHaveHooks). docs/design.md §3 "Helm's conflict reads".
 //
 // Why that keeps the check: the install creates the objects client-side
 // (a POST), which the API server refuses for an object that exists, so one
@@ -114,13 +117,13 @@ func absentUnder(began time.Time, names map[string]struct{}, name string, now ti
 func (c *conflictLists) absent(k conflictKey, name string) bool {
 	c.mu.Lock()
 	now := c.now()
-	if l := c.lists[k]; l != nil {
-		if absentUnder(l.began, l.names, name, now) {
-			c.mu.Unlock()
-			return true
-		}
+	if l := c.lists[k]; l != nil && absentUnder(l.began, l.names, name, now) {
+		c.mu.Unlock()
+		return true
+	}
+	for key, l := range c.lists {
 		if now.Sub(l.began) >= conflictListMaxAge {
-			delete(c.lists, k) // no whole namespace's names kept past use
+			delete(c.lists, key) // no whole namespace's names kept past use
 		}
 	}
 	d := c.asked[k]
@@ -183,27 +186,87 @@ type conflictReads struct {
 	writes *writes
 }
 
-// wrap gives each of infos a REST client whose first GET, asked before the
-// install wrote anything, is answered "not found" when a fresh LIST proves
-// the object absent; every other request goes to the API server.
+// wrap gives each of infos (one Build: the install's manifest) a REST
+// client whose first GET, asked before the install wrote anything, is
+// answered "not found" when fresh LISTs prove every one of infos absent;
+// every other request goes to the API server. All or none: when Helm finds
+// one object of the release itself (kept, left behind), it adopts by
+// updating every object of the chart — an update that would patch, not
+// create, an object made after the LIST — so one object Helm must read
+// makes it read them all.
 func (r *conflictReads) wrap(infos kube.ResourceList) {
+	proof := &installProof{reads: r}
 	for _, info := range infos {
-		if info.Mapping == nil || info.Name == "" || info.Client == nil {
+		k, ok := conflictKeyOf(info)
+		if !ok {
+			proof.ineligible = true
 			continue
 		}
-		ns := info.Namespace
-		if info.Mapping.Scope.Name() != meta.RESTScopeNameNamespace {
-			ns = ""
-		}
-		info.Client = &absentOnce{RESTClient: info.Client, reads: r,
-			key: conflictKey{resource: info.Mapping.Resource, namespace: ns}, name: info.Name}
+		proof.objects = append(proof.objects, listedObject{key: k, name: info.Name})
+		info.Client = &absentOnce{RESTClient: info.Client, proof: proof, key: k, name: info.Name}
 	}
+}
+
+// conflictKeyOf is the resource and namespace of info, when a LIST may
+// answer for it: a named object of a resource the API server itself
+// serves (an aggregated API server may serve a create that succeeds on an
+// existing name, or a LIST filtered by the caller).
+func conflictKeyOf(info *resource.Info) (conflictKey, bool) {
+	if info.Mapping == nil || info.Name == "" || info.Client == nil || !builtInGroups[info.Mapping.Resource.Group] {
+		return conflictKey{}, false
+	}
+	ns := info.Namespace
+	if info.Mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		ns = ""
+	}
+	return conflictKey{resource: info.Mapping.Resource, namespace: ns}, true
+}
+
+// builtInGroups are the API groups kube-apiserver serves itself.
+var builtInGroups = map[string]bool{
+	"": true, "apps": true, "batch": true, "autoscaling": true, "policy": true,
+	"rbac.authorization.k8s.io": true, "networking.k8s.io": true, "coordination.k8s.io": true,
+	"discovery.k8s.io": true, "storage.k8s.io": true, "scheduling.k8s.io": true, "node.k8s.io": true,
+	"admissionregistration.k8s.io": true, "certificates.k8s.io": true, "events.k8s.io": true,
+	"flowcontrol.apiserver.k8s.io": true, "apiextensions.k8s.io": true,
+}
+
+// listedObject is one object of an install's manifest.
+type listedObject struct {
+	key  conflictKey
+	name string
+}
+
+// installProof decides once, at the first conflict read of an install,
+// whether LISTs answer for all of its objects.
+type installProof struct {
+	reads      *conflictReads
+	objects    []listedObject
+	ineligible bool
+
+	once   sync.Once
+	absent bool
+}
+
+func (p *installProof) allAbsent() bool {
+	p.once.Do(func() {
+		all := !p.ineligible && len(p.objects) > 0
+		// Every object is asked about, so that each resource's demand
+		// counts, even once one answer is no.
+		for _, o := range p.objects {
+			if !p.reads.lists.absent(o.key, o.name) {
+				all = false
+			}
+		}
+		p.absent = all
+	})
+	return p.absent
 }
 
 // absentOnce is the REST client of one object of an install (see wrap).
 type absentOnce struct {
 	resource.RESTClient
-	reads *conflictReads
+	proof *installProof
 	key   conflictKey
 	name  string
 
@@ -218,7 +281,7 @@ func (a *absentOnce) Get() *rest.Request {
 	a.mu.Unlock()
 	// Only the install's conflict check reads before its first write; a
 	// read after it (a wait) must see what the install made.
-	if first && !a.reads.writes.any.Load() && a.reads.lists.absent(a.key, a.name) {
+	if first && !a.proof.reads.writes.any.Load() && a.proof.allAbsent() {
 		return notFoundRequest(a.key.resource.GroupResource(), a.name)
 	}
 	return a.RESTClient.Get()
@@ -260,8 +323,8 @@ func (t notFoundTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 
 // answerConflictsFromLists lets in, a client-side install of a release its
 // caller found new, answer its conflict reads from lists (see above).
-func (m *Manager) answerConflictsFromLists(cfg *action.Configuration, in *action.Install, wrote *writes) {
-	if in.ServerSideApply || in.TakeOwnership || wrote == nil {
+func (m *Manager) answerConflictsFromLists(cfg *action.Configuration, in *action.Install, ch *chart.Chart, wrote *writes) {
+	if in.ServerSideApply || in.TakeOwnership || wrote == nil || ch == nil || mayHaveHooks(ch) {
 		return
 	}
 	kc, ok := cfg.KubeClient.(kubeClient)
@@ -271,4 +334,23 @@ func (m *Manager) answerConflictsFromLists(cfg *action.Configuration, in *action
 	m.conflictsOnce.Do(func() { m.conflicts = newConflictLists(m.meta) })
 	kc.conflicts = &conflictReads{lists: m.conflicts, writes: wrote}
 	cfg.KubeClient = kc
+}
+
+// mayHaveHooks reports whether a template of ch or of its subcharts may
+// render a hook. An install runs its pre-install hooks after its pending
+// record and before its objects: an object made after the LIST would fail
+// the install only once the hooks ran, so an install with hooks reads as
+// Helm does.
+func mayHaveHooks(ch *chart.Chart) bool {
+	for _, t := range ch.Templates {
+		if t != nil && bytes.Contains(t.Data, []byte("helm.sh/hook")) {
+			return true
+		}
+	}
+	for _, dep := range ch.Dependencies() {
+		if mayHaveHooks(dep) {
+			return true
+		}
+	}
+	return false
 }

@@ -218,3 +218,67 @@ func TestConflictListDecisions(t *testing.T) {
 		t.Error("a LIST as old as its bound answered")
 	}
 }
+
+// One object of the release itself in the LIST (kept) makes Helm read
+// every object and adopt by updating them all: an object another release
+// made after the LIST is then found by Helm's own read and refused with
+// nothing written, never patched into this release.
+func TestConflictReadsAllOrNone(t *testing.T) {
+	ctx := context.Background()
+	ns := cluster.Namespace(t)
+	m, reads := countedManager(t, ns)
+	cms := cluster.Client.CoreV1().ConfigMaps(ns)
+	kept := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kept", Namespace: ns,
+		Labels:      map[string]string{"app.kubernetes.io/managed-by": "Helm"},
+		Annotations: map[string]string{"meta.helm.sh/release-name": "kept", "meta.helm.sh/release-namespace": ns}}}
+	if _, err := cms.Create(ctx, kept, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	installMany(t, m, ns, "warm", conflictListDemand)
+	if _, lists := reads.counts(); lists != 1 {
+		t.Fatalf("%d LISTs after %d installs, want 1", lists, conflictListDemand)
+	}
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: ns,
+		Labels:      map[string]string{"app.kubernetes.io/managed-by": "Helm"},
+		Annotations: map[string]string{"meta.helm.sh/release-name": "other", "meta.helm.sh/release-namespace": ns}},
+		Data: map[string]string{"owner": "other"}}
+	made, err := cms.Create(ctx, foreign, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Install(ctx, desired(t, ns, "kept", "charts/twoshared", nil)) // kept and shared
+	if err == nil || !WroteNothing(err) {
+		t.Fatalf("install over another release's object: %v (wrote nothing: %v), want Helm's refusal before any write", err, WroteNothing(err))
+	}
+	if reads.getsOf("shared") == 0 {
+		t.Error("Helm did not read the object the LIST showed absent, though it read another of the install")
+	}
+	after, err := cms.Get(ctx, "shared", metav1.GetOptions{})
+	if err != nil || after.ResourceVersion != made.ResourceVersion {
+		t.Fatalf("the other release's object was changed or removed: %v %v", after, err)
+	}
+}
+
+// An install with a pre-install hook reads as Helm does: its hooks run
+// after the pending record, so a LIST's answer could let them run before
+// an object made since fails the install.
+func TestConflictReadsNotForHooks(t *testing.T) {
+	ctx := context.Background()
+	ns := cluster.Namespace(t)
+	m, reads := countedManager(t, ns)
+	installMany(t, m, ns, "warm", conflictListDemand)
+	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shared2", Namespace: ns}, Data: map[string]string{"owner": "user"}}
+	if _, err := cluster.Client.CoreV1().ConfigMaps(ns).Create(ctx, theirs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := m.Install(ctx, desired(t, ns, "ph", "charts/prehook", nil))
+	if err == nil || !WroteNothing(err) {
+		t.Fatalf("install with a hook over a user's object: %v (wrote nothing: %v), want Helm's refusal before any write", err, WroteNothing(err))
+	}
+	if reads.getsOf("shared2") == 0 {
+		t.Error("an install with hooks did not read its objects")
+	}
+	if _, err := cluster.Client.CoreV1().ConfigMaps(ns).Get(ctx, "ph-hook", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the pre-install hook ran: %v", err)
+	}
+}

@@ -87,7 +87,7 @@ func (m *Manager) install(ctx context.Context, d Target, complete bool) (int, er
 	cfg.Releases.Driver = &seenFree{Driver: records, name: d.Name}
 	wrote := watchWrites(cfg)
 	if !complete {
-		m.answerConflictsFromLists(cfg, in, wrote)
+		m.answerConflictsFromLists(cfg, in, d.Chart, wrote)
 	}
 	var rel *release.Release
 	err = m.untilDone(ctx, func() (err error) {
