@@ -42,6 +42,19 @@ func RunShards(ctx context.Context, opts Options, n shard.Count, onShard func(in
 	}
 	log := opts.Log.With().Str("identity", id).Logger()
 	log.Info().Int("shards", int(n)).Str("leases", opts.Namespace+"/"+ShardLeaseName(opts.Name, 0)+"…").Msg("campaigning for the shard Leases")
+	// One informer of the namespace's Leases serves every shard's
+	// candidate and the count of the replicas; it stops last.
+	opts.cache = newLeaseCache(opts.Client, opts.Namespace)
+	cacheCtx, stopCache := context.WithCancel(context.WithoutCancel(ctx))
+	cacheDone := make(chan struct{})
+	go func() {
+		defer close(cacheDone)
+		opts.cache.run(cacheCtx)
+	}()
+	defer func() {
+		stopCache()
+		<-cacheDone
+	}()
 	m := newMembers(opts, id, int(n))
 	g := &shareGate{fair: func() int { return n.FairShare(m.Live()) }, ready: m.settled}
 	runCtx, stopAll := context.WithCancel(ctx)
