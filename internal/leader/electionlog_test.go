@@ -1,0 +1,100 @@
+package leader
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rs/zerolog"
+)
+
+// syncBuffer is a log sink safe for client-go's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// lines are the logged events, decoded.
+func (s *syncBuffer) lines(t *testing.T) []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// campaignOnce runs one campaign for the shard Lease of opts until it
+// ends or a few retry periods have passed, logging to the returned buffer.
+func campaignOnce(t *testing.T, opts Options) *syncBuffer {
+	t.Helper()
+	opts.setDefaults()
+	buf := &syncBuffer{}
+	log := zerolog.New(buf).Level(zerolog.DebugLevel)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*opts.RetryPeriod)
+	defer cancel()
+	opts.refused = cancel
+	if _, err := campaign(ctx, opts, "me", log, func(ctx context.Context, _ *Term) error {
+		t.Error("a term started")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return buf
+}
+
+// TestFairShareDeclineIsNoError: a replica at its fair share declines a
+// free shard Lease; client-go reports that as a failed create, which is
+// logged at debug level, not as an error. A real Lease error (the API
+// server cannot be reached) is still logged as an error.
+func TestFairShareDeclineIsNoError(t *testing.T) {
+	ns := cluster.Namespace(t)
+	opts := options(ns)
+	opts.Name = ShardLeaseName("autox", 0)
+	opts.gate = &shareGate{fair: func() int { return 0 }, ready: func() bool { return true }}
+	declined := false
+	for _, l := range campaignOnce(t, opts).lines(t) {
+		e, _ := l["error"].(string)
+		fair := strings.Contains(e, errFairShare.Error())
+		if l["level"] == "error" {
+			t.Errorf("logged as an error: %v", l)
+		}
+		if fair && l["level"] == "debug" && l["lock"] == ns+"/autox-shard-0" {
+			declined = true
+		}
+	}
+	if !declined {
+		t.Error("no debug line of the declined shard")
+	}
+
+	cut := &leaseRequests{}
+	cut.cut.Store(true)
+	opts.Client = cut.client(t)
+	opts.gate = nil
+	errorsLogged := 0
+	for _, l := range campaignOnce(t, opts).lines(t) {
+		if e, _ := l["error"].(string); l["level"] == "error" && strings.Contains(e, errCut.Error()) {
+			errorsLogged++
+		}
+	}
+	if errorsLogged == 0 {
+		t.Error("a Lease that cannot be read is not logged as an error")
+	}
+}
