@@ -208,3 +208,45 @@ func holderOf(l coordinationv1.Lease) string {
 	}
 	return *l.Spec.HolderIdentity
 }
+
+// TestCacheTrustedOnlyWhenItShowsOurHeartbeat: the Lease cache serves reads
+// only while it shows this replica's heartbeat renewed at least as recently
+// as asked (the write before the last): one that stood still (a broken
+// watch) is not used, and every read is live again.
+func TestCacheTrustedOnlyWhenItShowsOurHeartbeat(t *testing.T) {
+	ns := cluster.Namespace(t)
+	c := newLeaseCache(cluster.Client, ns)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	c.vouch("beat", time.Time{})
+	if c.usable() {
+		t.Fatal("usable before it was synced and showed the heartbeat")
+	}
+	renewed := metav1.NewMicroTime(time.Now())
+	if _, err := cluster.Client.CoordinationV1().Leases(ns).Create(context.Background(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "beat"}, Spec: coordinationv1.LeaseSpec{RenewTime: &renewed}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, patience, "the cache showing the heartbeat", func() (bool, error) {
+		c.vouch("beat", time.Time{})
+		return c.usable(), nil
+	})
+	stored, _ := c.get("beat")
+	if c.vouch("beat", stored.Spec.RenewTime.Time); !c.usable() {
+		t.Error("not usable though it shows the heartbeat's last renewal")
+	}
+	if c.vouch("beat", stored.Spec.RenewTime.Add(time.Microsecond)); c.usable() {
+		t.Error("usable though it lacks a later renewal of the heartbeat")
+	}
+	if _, ok := c.get("beat"); ok {
+		t.Error("a read served from a cache not trusted")
+	}
+}

@@ -49,6 +49,10 @@ type members struct {
 	// own is this replica's heartbeat as its last write returned: the
 	// next renewal updates it without reading it first.
 	own *coordinationv1.Lease
+	// wrote are the renewal times of this replica's last two heartbeat
+	// writes (as the API server stored them), newest last: the cache
+	// must show the older one to be trusted (leaseCache.vouch).
+	wrote [2]time.Time
 
 	mu       sync.Mutex
 	observed map[string]observedBeat
@@ -159,7 +163,7 @@ func (m *members) beat(ctx context.Context, name string) error {
 		if err != nil {
 			return fmt.Errorf("cannot create the heartbeat Lease %s/%s: %w", m.namespace, name, err)
 		}
-		m.own = created
+		m.wrote1(created)
 		return nil
 	}
 	if err != nil {
@@ -181,12 +185,21 @@ func (m *members) renew(ctx context.Context, l *coordinationv1.Lease) error {
 	if err != nil {
 		return fmt.Errorf("cannot renew the heartbeat Lease %s/%s: %w", m.namespace, l.Name, err)
 	}
-	m.own = updated
+	m.wrote1(updated)
 	return nil
+}
+
+// wrote1 remembers a heartbeat write's answer.
+func (m *members) wrote1(l *coordinationv1.Lease) {
+	m.own = l
+	if l.Spec.RenewTime != nil {
+		m.wrote = [2]time.Time{m.wrote[1], l.Spec.RenewTime.Time}
+	}
 }
 
 func (m *members) count(ctx context.Context, own string) error {
 	leases := m.client.CoordinationV1().Leases(m.namespace)
+	m.cache.vouch(own, m.wrote[0])
 	beats, err := m.heartbeats(ctx)
 	if err != nil {
 		return err
