@@ -43,9 +43,6 @@ type Options struct {
 	// gate, for a shard Lease (RunShards), decides whether this process
 	// may take the Lease; nil: always.
 	gate *shareGate
-	// refused, with gate, is called when the gate refuses the Lease: it
-	// ends the campaign, which waits for room before it campaigns again.
-	refused func()
 	// guard, for the one Lease of --shards 1 (Run), refuses to take it
 	// while a shard Lease is held; nil: always.
 	guard *shardsGuard
@@ -123,7 +120,7 @@ func campaign(ctx context.Context, opts Options, id string, log zerolog.Logger, 
 	lock := &watchedLock{
 		Interface: &leaseLock{client: opts.Client.CoordinationV1(), namespace: opts.Namespace, name: opts.Name,
 			identity: id, cache: opts.cache},
-		term: term, renewDeadline: opts.RenewDeadline, gate: opts.gate, refused: opts.refused, guard: opts.guard,
+		term: term, renewDeadline: opts.RenewDeadline, gate: opts.gate, guard: opts.guard,
 	}
 	defer lock.stopWatchdog()
 	// Runs last: the share goes back once the Lease is released.
@@ -222,7 +219,6 @@ type watchedLock struct {
 	// gate (shard Leases only) lets this process take the Lease; reserved
 	// says it has let it, until the campaign ends.
 	gate     *shareGate
-	refused  func()
 	guard    *shardsGuard
 	reserved bool
 }
@@ -240,9 +236,6 @@ func (l *watchedLock) acquiring() (undo func(), err error) {
 		return func() {}, nil
 	}
 	if !l.gate.take() {
-		if l.refused != nil {
-			l.refused()
-		}
 		return nil, errFairShare
 	}
 	l.reserved = true

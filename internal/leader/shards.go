@@ -73,7 +73,7 @@ func RunShards(ctx context.Context, opts Options, n shard.Count, onShard func(in
 	holders := make([]*shardHolder, n)
 	errs := make(chan error, int(n))
 	for i := range holders {
-		h := &shardHolder{index: i, gate: g, retry: opts.RetryPeriod}
+		h := &shardHolder{index: i}
 		holders[i] = h
 		sopts := opts
 		sopts.Name = ShardLeaseName(opts.Name, i)
@@ -160,11 +160,10 @@ func handOver(holders []*shardHolder, fair int, log zerolog.Logger) {
 
 // shardHolder campaigns for one shard, again and again until the process
 // stops; handOver ends the current campaign (its term after the running
-// operations), which then starts anew and waits for the gate.
+// operations), which then starts anew (the gate refuses the Lease while
+// this replica is at its fair share).
 type shardHolder struct {
 	index int
-	gate  *shareGate
-	retry time.Duration
 
 	mu      sync.Mutex
 	leading bool
@@ -202,21 +201,15 @@ func (h *shardHolder) handOver() {
 
 func (h *shardHolder) campaign(ctx context.Context, opts Options, id string, log zerolog.Logger, lead ShardLead) error {
 	for ctx.Err() == nil {
-		// Campaign only with room for one more shard: a campaign refused
-		// by the gate ends, and waits here for room.
-		if !h.gate.room() {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(h.retry):
-			}
-			continue
-		}
+		// The campaign goes on while the gate refuses the Lease: it polls
+		// from the Lease cache (no request) and its decline is no error, and
+		// it keeps watching the holder's renewals, so when a holder dies
+		// the Lease is taken once it expired and the gate has room, not a
+		// whole lease duration after a new campaign's first look.
 		cctx, cancel := context.WithCancel(ctx)
 		h.mu.Lock()
 		h.cancel, h.handing = cancel, false
 		h.mu.Unlock()
-		opts.refused = cancel
 		lost, err := campaign(cctx, opts, id, log, func(ctx context.Context, term *Term) error { return lead(ctx, h.index, term) })
 		cancel()
 		if err != nil {
@@ -239,13 +232,6 @@ type shareGate struct {
 
 	mu   sync.Mutex
 	held int
-}
-
-// room reports whether take would reserve a shard now.
-func (g *shareGate) room() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.ready() && g.held < g.fair()
 }
 
 // take reserves a shard; give returns it.
