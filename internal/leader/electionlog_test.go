@@ -1,34 +1,20 @@
 package leader
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
+
+	"github.com/autox-dev/autox/internal/testenv"
 )
 
-// syncBuffer is a log sink safe for client-go's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// lines are the logged events, decoded.
-func (s *syncBuffer) lines(t *testing.T) []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// logLines are the events logged to buf, decoded.
+func logLines(t *testing.T, buf *testenv.SyncBuffer) []map[string]any {
 	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		if l == "" {
 			continue
 		}
@@ -42,11 +28,11 @@ func (s *syncBuffer) lines(t *testing.T) []map[string]any {
 }
 
 // campaignOnce runs one campaign for the shard Lease of opts for a few
-// retry periods, logging to the returned buffer.
-func campaignOnce(t *testing.T, opts Options) *syncBuffer {
+// retry periods, and returns what it logged.
+func campaignOnce(t *testing.T, opts Options) []map[string]any {
 	t.Helper()
 	opts.setDefaults()
-	buf := &syncBuffer{}
+	buf := &testenv.SyncBuffer{}
 	log := zerolog.New(buf).Level(zerolog.DebugLevel)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*opts.RetryPeriod)
 	defer cancel()
@@ -56,20 +42,21 @@ func campaignOnce(t *testing.T, opts Options) *syncBuffer {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return buf
+	return logLines(t, buf)
 }
 
 // TestFairShareDeclineIsNoError: a replica at its fair share declines a
 // free shard Lease at every attempt of its campaign; client-go reports that
-// as a failed create, which is logged at debug level, not as an error. A real Lease error (the API
-// server cannot be reached) is still logged as an error.
+// as a failed create, which is logged at debug level, not as an error. A
+// real Lease error (the API server cannot be reached) is still logged as
+// an error.
 func TestFairShareDeclineIsNoError(t *testing.T) {
 	ns := cluster.Namespace(t)
 	opts := options(ns)
 	opts.Name = ShardLeaseName("autox", 0)
 	opts.gate = &shareGate{fair: func() int { return 0 }, ready: func() bool { return true }}
 	declined := 0
-	for _, l := range campaignOnce(t, opts).lines(t) {
+	for _, l := range campaignOnce(t, opts) {
 		e, _ := l["error"].(string)
 		fair := strings.Contains(e, errFairShare.Error())
 		if l["level"] == "error" {
@@ -88,7 +75,7 @@ func TestFairShareDeclineIsNoError(t *testing.T) {
 	opts.Client = cut.client(t)
 	opts.gate = nil
 	errorsLogged := 0
-	for _, l := range campaignOnce(t, opts).lines(t) {
+	for _, l := range campaignOnce(t, opts) {
 		if e, _ := l["error"].(string); l["level"] == "error" && strings.Contains(e, errCut.Error()) {
 			errorsLogged++
 		}
