@@ -43,6 +43,10 @@ type Options struct {
 	// gate, for a shard Lease (RunShards), decides whether this process
 	// may take the Lease; nil: always.
 	gate *shareGate
+	// idle, with gate, is called when the gate refuses the Lease, and
+	// when a read of a Lease this process does not hold cannot come from
+	// the cache (so polling costs a request).
+	idle func()
 	// guard, for the one Lease of --shards 1 (Run), refuses to take it
 	// while a shard Lease is held; nil: always.
 	guard *shardsGuard
@@ -119,8 +123,8 @@ func campaign(ctx context.Context, opts Options, id string, log zerolog.Logger, 
 	defer term.End()
 	lock := &watchedLock{
 		Interface: &leaseLock{client: opts.Client.CoordinationV1(), namespace: opts.Namespace, name: opts.Name,
-			identity: id, cache: opts.cache},
-		term: term, renewDeadline: opts.RenewDeadline, gate: opts.gate, guard: opts.guard,
+			identity: id, cache: opts.cache, idle: opts.idle},
+		term: term, renewDeadline: opts.RenewDeadline, gate: opts.gate, refused: opts.idle, guard: opts.guard,
 	}
 	defer lock.stopWatchdog()
 	// Runs last: the share goes back once the Lease is released.
@@ -219,6 +223,7 @@ type watchedLock struct {
 	// gate (shard Leases only) lets this process take the Lease; reserved
 	// says it has let it, until the campaign ends.
 	gate     *shareGate
+	refused  func()
 	guard    *shardsGuard
 	reserved bool
 }
@@ -236,6 +241,9 @@ func (l *watchedLock) acquiring() (undo func(), err error) {
 		return func() {}, nil
 	}
 	if !l.gate.take() {
+		if l.refused != nil {
+			l.refused()
+		}
 		return nil, errFairShare
 	}
 	l.reserved = true

@@ -137,6 +137,9 @@ type leaseLock struct {
 	name      string
 	identity  string
 	cache     *leaseCache // nil: every read is live
+	// idle (optional) is told when a read that could come from the cache
+	// goes to the API server because the cache is not usable.
+	idle func()
 
 	mu sync.Mutex
 	// lease is the Lease as last read or written; Update writes its
@@ -169,6 +172,9 @@ func (l *leaseLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord
 	if l.readsCache() {
 		if cached, ok := l.cache.get(l.name); ok {
 			return l.keep(cached.DeepCopy(), false)
+		}
+		if l.idle != nil && !l.cache.usable() {
+			l.idle()
 		}
 	}
 	lease, err := l.leases().Get(ctx, l.name, metav1.GetOptions{})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"strings"
@@ -28,6 +29,9 @@ type leaseRequests struct {
 	mu  sync.Mutex
 	n   map[string]int
 	cut atomic.Bool
+	// noWatch refuses watches of Leases: the Lease informer syncs from
+	// its list, then stands still but for its relists.
+	noWatch bool
 }
 
 func (c *leaseRequests) client(t *testing.T) kubernetes.Interface {
@@ -77,12 +81,22 @@ func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		default:
 			verb = "list"
 		}
+		if verb == "get" && strings.Contains(parts[len(parts)-1], "-shard-") {
+			verb = "get shard"
+		}
 		t.c.mu.Lock()
 		if t.c.n == nil {
 			t.c.n = map[string]int{}
 		}
 		t.c.n[verb]++
 		t.c.mu.Unlock()
+		if t.c.noWatch && verb == "watch" {
+			if req.Body != nil {
+				_ = req.Body.Close()
+			}
+			return &http.Response{StatusCode: http.StatusForbidden, Status: "403 Forbidden", Header: http.Header{},
+				Body: io.NopCloser(strings.NewReader("")), Request: req}, nil
+		}
 	}
 	return t.next.RoundTrip(req)
 }
@@ -140,11 +154,43 @@ func TestStandingByCostsNoLeaseRead(t *testing.T) {
 	}
 	for i, r := range reqs {
 		got := since(before[i], r.counts())
-		if got["get"] != 0 || got["list"] != 0 {
+		if got["get"] != 0 || got["get shard"] != 0 || got["list"] != 0 {
 			t.Errorf("replica %d read Leases from the API server over %d retry periods: %v; want no get and no list", i, periods, got)
 		}
 		if got["update"] == 0 {
 			t.Errorf("replica %d renewed nothing over %d retry periods: %v", i, periods, got)
+		}
+	}
+}
+
+// TestWithoutTheCacheAFullReplicaWaits: without a usable Lease cache (here
+// its watch is refused: it stands still after each list) polling costs a
+// GET, so a replica at its fair share does not poll the shard Leases it
+// does not hold: two replicas over four shards, 2 each, read no shard Lease
+// over many retry periods.
+func TestWithoutTheCacheAFullReplicaWaits(t *testing.T) {
+	ns := cluster.Namespace(t)
+	terms := newShardTerms(t)
+	reqs := []*leaseRequests{{noWatch: true}, {noWatch: true}}
+	for i, r := range reqs {
+		opts := options(ns)
+		opts.Client = r.client(t)
+		stop := runShards(t, opts, 4, terms.lead(fmt.Sprint(i)))
+		defer stop()
+	}
+	testenv.Eventually(t, patience, "the shards spread, 2 each", func() (bool, error) {
+		h := terms.held()
+		return h["0"] == 2 && h["1"] == 2, nil
+	})
+	time.Sleep(4 * options(ns).RetryPeriod)
+	before := []map[string]int{reqs[0].counts(), reqs[1].counts()}
+	periods := 16
+	time.Sleep(time.Duration(periods) * options(ns).RetryPeriod)
+	// A relist makes the cache usable for a moment; a campaign started
+	// then reads once more live before it ends.
+	for i, r := range reqs {
+		if got := since(before[i], r.counts()); got["get shard"] > periods/4 {
+			t.Errorf("replica %d at its fair share read shard Leases over %d retry periods: %v; want at most %d", i, periods, got, periods/4)
 		}
 	}
 }
@@ -175,7 +221,7 @@ func TestTakeoverFromTheCache(t *testing.T) {
 	cut := time.Now()
 	testenv.Eventually(t, patience, "replica b holding every shard", func() (bool, error) { return terms.held()["b"] == 4, nil })
 	got := since(before, b.counts())
-	if got["get"] != 0 || got["list"] != 0 {
+	if got["get"] != 0 || got["get shard"] != 0 || got["list"] != 0 {
 		t.Errorf("replica b read Leases from the API server while taking over: %v; want no get and no list", got)
 	}
 	// a's last renewal started at most a retry period before the cut; b

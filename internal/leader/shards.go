@@ -73,7 +73,7 @@ func RunShards(ctx context.Context, opts Options, n shard.Count, onShard func(in
 	holders := make([]*shardHolder, n)
 	errs := make(chan error, int(n))
 	for i := range holders {
-		h := &shardHolder{index: i}
+		h := &shardHolder{index: i, gate: g}
 		holders[i] = h
 		sopts := opts
 		sopts.Name = ShardLeaseName(opts.Name, i)
@@ -164,6 +164,7 @@ func handOver(holders []*shardHolder, fair int, log zerolog.Logger) {
 // this replica is at its fair share).
 type shardHolder struct {
 	index int
+	gate  *shareGate
 
 	mu      sync.Mutex
 	leading bool
@@ -205,11 +206,28 @@ func (h *shardHolder) campaign(ctx context.Context, opts Options, id string, log
 		// from the Lease cache (no request) and its decline is no error, and
 		// it keeps watching the holder's renewals, so when a holder dies
 		// the Lease is taken once it expired and the gate has room, not a
-		// whole lease duration after a new campaign's first look.
+		// whole lease duration after a new campaign's first look. Without
+		// a usable cache (not synced yet, a watch that broke, a Role
+		// without list and watch) polling costs a GET each retry period:
+		// a campaign without room then ends, and a new one waits here for
+		// room, as the replicas poll only for shards they may take.
+		if !opts.cache.usable() && !h.gate.room() {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(opts.RetryPeriod):
+			}
+			continue
+		}
 		cctx, cancel := context.WithCancel(ctx)
 		h.mu.Lock()
 		h.cancel, h.handing = cancel, false
 		h.mu.Unlock()
+		opts.idle = func() {
+			if !opts.cache.usable() && !h.gate.room() {
+				cancel()
+			}
+		}
 		lost, err := campaign(cctx, opts, id, log, func(ctx context.Context, term *Term) error { return lead(ctx, h.index, term) })
 		cancel()
 		if err != nil {
@@ -232,6 +250,13 @@ type shareGate struct {
 
 	mu   sync.Mutex
 	held int
+}
+
+// room reports whether take would reserve a shard now.
+func (g *shareGate) room() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.ready() && g.held < g.fair()
 }
 
 // take reserves a shard; give returns it.
