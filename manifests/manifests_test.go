@@ -334,7 +334,8 @@ func apply(t *testing.T, o *unstructured.Unstructured) {
 // TestShardedOverlay: the sharded overlay is valid Kubernetes (server-side
 // dry run), runs 3 replicas with --shards 12, keeps one of them through a
 // voluntary disruption with a PodDisruptionBudget selecting its pods, and
-// lets autox list and delete Leases (the heartbeats of the replicas).
+// lets autox list, watch and delete Leases (its Lease informer, the
+// heartbeats of the replicas).
 func TestShardedOverlay(t *testing.T) {
 	objs := render(t, "overlays/sharded")
 	dryRun(t, objs)
@@ -371,7 +372,7 @@ func TestShardedOverlay(t *testing.T) {
 	}
 	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
 	verbs, _, _ := unstructured.NestedStringSlice(rules[0].(map[string]interface{}), "verbs")
-	for _, v := range []string{"get", "list", "create", "update", "delete"} {
+	for _, v := range []string{"get", "list", "watch", "create", "update", "delete"} {
 		if !slices.Contains(verbs, v) {
 			t.Errorf("the Lease rule lacks %s: %v", v, verbs)
 		}

@@ -219,7 +219,11 @@ func (m *Metrics) HelmOperation(action plan.Action, err error, took time.Duratio
 //
 // A shard's term forgets only its shard's: the outcomes of its keys, and its
 // series of releases and queue depth. The replica's other shards run on.
+// autox_selector_objects goes with the last term that set it (objectTerms).
 func (m *Metrics) endTerm() {
+	if m != nil {
+		m.objectTerms.ended(m.termKey(), m.objects)
+	}
 	switch {
 	case m == nil:
 	case m.shard == nil:

@@ -2,6 +2,7 @@ package triggers
 
 import (
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
@@ -42,6 +43,9 @@ type Metrics struct {
 	passDuration prometheus.Histogram
 	releaseSpecs *releaseSpecGauges
 	suspended    *prometheus.GaugeVec
+	// objectTerms are the terms whose passes set each selector spec's
+	// autox_selector_objects (shared by every copy ForShard makes).
+	objectTerms *objectTerms
 
 	// sharded: releases and depth have the shard label. shard is set on
 	// the copy ForShard makes for the controller of one shard.
@@ -96,6 +100,7 @@ func newMetrics(reg prometheus.Registerer, sharded bool) (*Metrics, error) {
 		}),
 		releaseSpecs: newReleaseSpecGauges(),
 		suspended:    newSuspendedGauge(),
+		objectTerms:  &objectTerms{by: map[string]map[int]bool{}},
 	}
 	cs := []prometheus.Collector{m.reconciles, m.reconcileDuration, m.helmOperations, m.releases, m.lastPass, m.depth, m.objects, m.helmDuration, m.passDuration, m.suspended}
 	for _, v := range m.releaseSpecs.vecs() {
@@ -120,7 +125,7 @@ func newMetrics(reg prometheus.Registerer, sharded bool) (*Metrics, error) {
 // forgetSpec deletes the series of a spec that left the config.
 func (m *Metrics) forgetSpec(spec string) {
 	m.reconciles.DeletePartialMatch(prometheus.Labels{"spec": spec})
-	m.objects.DeletePartialMatch(prometheus.Labels{"spec": spec})
+	m.objectTerms.forget(spec, m.objects)
 	m.releaseSpecs.forget(spec)
 }
 
@@ -129,9 +134,64 @@ func (m *Metrics) setObjects(spec string, served, overLimit, conflict int) {
 	if m == nil {
 		return
 	}
-	m.objects.WithLabelValues(spec, "served").Set(float64(served))
-	m.objects.WithLabelValues(spec, "over_limit").Set(float64(overLimit))
-	m.objects.WithLabelValues(spec, "conflict").Set(float64(conflict))
+	m.objectTerms.set(spec, m.termKey(), func() {
+		m.objects.WithLabelValues(spec, "served").Set(float64(served))
+		m.objects.WithLabelValues(spec, "over_limit").Set(float64(overLimit))
+		m.objects.WithLabelValues(spec, "conflict").Set(float64(conflict))
+	})
+}
+
+// termKey names the terms of m's controller among objectTerms' setters:
+// its shard, or -1 without shards.
+func (m *Metrics) termKey() int {
+	if m.shard == nil {
+		return -1
+	}
+	return m.shard.Index
+}
+
+// objectTerms keeps autox_selector_objects only while a term that sets it
+// runs. Every shard's pass counts the whole selector (the same figures),
+// so a spec's series are the replica's while any of its held shards
+// runs, and go with the last: a replica that holds none of them, or no
+// longer leads, shows none rather than its last count forever.
+type objectTerms struct {
+	mu sync.Mutex
+	by map[string]map[int]bool // spec → the terms (termKey) that set it
+}
+
+// set records term as a setter of spec and sets its series (under the
+// lock, so a term's end cannot slip between the two).
+func (o *objectTerms) set(spec string, term int, setSeries func()) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.by[spec] == nil {
+		o.by[spec] = map[int]bool{}
+	}
+	o.by[spec][term] = true
+	setSeries()
+}
+
+// ended drops term from every spec's setters and deletes the series of
+// the specs no running term sets.
+func (o *objectTerms) ended(term int, objects *prometheus.GaugeVec) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for spec, terms := range o.by {
+		delete(terms, term)
+		if len(terms) == 0 {
+			delete(o.by, spec)
+			objects.DeletePartialMatch(prometheus.Labels{"spec": spec})
+		}
+	}
+}
+
+// forget deletes a spec that left the config.
+func (o *objectTerms) forget(spec string, objects *prometheus.GaugeVec) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.by, spec)
+	objects.DeletePartialMatch(prometheus.Labels{"spec": spec})
 }
 
 // ForShard is m for the controller of shard sh: with NewShardMetrics, its

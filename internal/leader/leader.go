@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
 )
 
 // Options configure Lease-based leader election.
@@ -43,12 +43,16 @@ type Options struct {
 	// gate, for a shard Lease (RunShards), decides whether this process
 	// may take the Lease; nil: always.
 	gate *shareGate
-	// refused, with gate, is called when the gate refuses the Lease: it
-	// ends the campaign, which waits for room before it campaigns again.
-	refused func()
+	// idle, with gate, is called when the gate refuses the Lease, and
+	// when a read of a Lease this process does not hold cannot come from
+	// the cache (so polling costs a request).
+	idle func()
 	// guard, for the one Lease of --shards 1 (Run), refuses to take it
 	// while a shard Lease is held; nil: always.
 	guard *shardsGuard
+	// cache, for shard Leases (RunShards), serves the reads of a Lease
+	// this process does not hold; nil: every read is live.
+	cache *leaseCache
 }
 
 // Lead does one term's work. It must return soon after ctx ends: when the
@@ -118,12 +122,9 @@ func campaign(ctx context.Context, opts Options, id string, log zerolog.Logger, 
 	term := NewTerm(opts.Metrics.refusedFunc())
 	defer term.End()
 	lock := &watchedLock{
-		Interface: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: opts.Namespace, Name: opts.Name},
-			Client:     opts.Client.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: id},
-		},
-		term: term, renewDeadline: opts.RenewDeadline, gate: opts.gate, refused: opts.refused, guard: opts.guard,
+		Interface: &leaseLock{client: opts.Client.CoordinationV1(), namespace: opts.Namespace, name: opts.Name,
+			identity: id, cache: opts.cache, idle: opts.idle},
+		term: term, renewDeadline: opts.RenewDeadline, gate: opts.gate, refused: opts.idle, guard: opts.guard,
 	}
 	defer lock.stopWatchdog()
 	// Runs last: the share goes back once the Lease is released.
@@ -160,7 +161,7 @@ func campaign(ctx context.Context, opts Options, id string, log zerolog.Logger, 
 	electionDone := make(chan struct{})
 	go func() {
 		defer close(electionDone)
-		le.Run(electionCtx)
+		le.Run(klog.NewContext(electionCtx, electionLogger(log)))
 	}()
 	leave := func() {
 		endElection()

@@ -10,6 +10,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/autox-dev/autox/internal/format"
@@ -42,6 +43,16 @@ type members struct {
 	duration  time.Duration
 	period    time.Duration
 	shards    string // this replica's --shards
+	// cache serves the count's reads (nil or unsynced: live).
+	cache *leaseCache
+
+	// own is this replica's heartbeat as its last write returned: the
+	// next renewal updates it without reading it first.
+	own *coordinationv1.Lease
+	// wrote are the renewal times of this replica's last two heartbeat
+	// writes (as the API server stored them), newest last: the cache
+	// must show the older one to be trusted (leaseCache.vouch).
+	wrote [2]time.Time
 
 	mu       sync.Mutex
 	observed map[string]observedBeat
@@ -61,7 +72,7 @@ type observedBeat struct {
 
 func newMembers(opts Options, id string, shards int) *members {
 	return &members{client: opts.Client, namespace: opts.Namespace, base: opts.Name, id: id, shards: fmt.Sprint(shards),
-		duration: opts.LeaseDuration, period: opts.RetryPeriod, observed: map[string]observedBeat{}}
+		duration: opts.LeaseDuration, period: opts.RetryPeriod, cache: opts.cache, observed: map[string]observedBeat{}}
 }
 
 // heartbeatName is the Lease name of replica id's heartbeat.
@@ -128,44 +139,73 @@ func (m *members) run(ctx context.Context, log func(error)) {
 	}
 }
 
+// beat renews this replica's heartbeat: an update of the Lease its last
+// write returned, or, without one or when that update finds the Lease
+// changed or gone, a live read (and a create when it is gone).
 func (m *members) beat(ctx context.Context, name string) error {
+	if m.own != nil {
+		err := m.renew(ctx, m.own.DeepCopy())
+		if err == nil || !(apierrors.IsConflict(err) || apierrors.IsNotFound(err)) {
+			return err
+		}
+		m.own = nil
+	}
 	leases := m.client.CoordinationV1().Leases(m.namespace)
-	now := metav1.NewMicroTime(time.Now())
-	seconds := int32(m.duration.Seconds())
 	l, err := leases.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
+		now := metav1.NewMicroTime(time.Now())
+		seconds := int32(m.duration.Seconds())
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.namespace,
 			Labels:      map[string]string{LabelReplicaOf: format.ObjectLabel(m.base), "app.kubernetes.io/managed-by": "autox"},
 			Annotations: map[string]string{annotationShards: m.shards}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &m.id, LeaseDurationSeconds: &seconds, RenewTime: &now}}
-		_, err = leases.Create(ctx, l, metav1.CreateOptions{FieldManager: "autox"})
+		created, err := leases.Create(ctx, l, metav1.CreateOptions{FieldManager: "autox"})
 		if err != nil {
 			return fmt.Errorf("cannot create the heartbeat Lease %s/%s: %w", m.namespace, name, err)
 		}
+		m.wrote1(created)
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("cannot read the heartbeat Lease %s/%s: %w", m.namespace, name, err)
 	}
+	return m.renew(ctx, l)
+}
+
+// renew writes l, read or last written, as renewed now.
+func (m *members) renew(ctx context.Context, l *coordinationv1.Lease) error {
+	now := metav1.NewMicroTime(time.Now())
+	seconds := int32(m.duration.Seconds())
 	l.Spec.RenewTime, l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &now, &m.id, &seconds
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
 	l.Annotations[annotationShards] = m.shards
-	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: "autox"}); err != nil {
-		return fmt.Errorf("cannot renew the heartbeat Lease %s/%s: %w", m.namespace, name, err)
+	updated, err := m.client.CoordinationV1().Leases(m.namespace).Update(ctx, l, metav1.UpdateOptions{FieldManager: "autox"})
+	if err != nil {
+		return fmt.Errorf("cannot renew the heartbeat Lease %s/%s: %w", m.namespace, l.Name, err)
 	}
+	m.wrote1(updated)
 	return nil
+}
+
+// wrote1 remembers a heartbeat write's answer.
+func (m *members) wrote1(l *coordinationv1.Lease) {
+	m.own = l
+	if l.Spec.RenewTime != nil {
+		m.wrote = [2]time.Time{m.wrote[1], l.Spec.RenewTime.Time}
+	}
 }
 
 func (m *members) count(ctx context.Context, own string) error {
 	leases := m.client.CoordinationV1().Leases(m.namespace)
-	list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: LabelReplicaOf + "=" + format.ObjectLabel(m.base)})
+	m.cache.vouch(own, m.wrote[0])
+	beats, err := m.heartbeats(ctx)
 	if err != nil {
-		return fmt.Errorf("cannot list the heartbeat Leases of the replicas in %s: %w", m.namespace, err)
+		return err
 	}
 	// The one Lease of --shards 1: its holder writes every release.
-	single, err := leases.Get(ctx, m.base, metav1.GetOptions{})
+	single, err := m.cache.lookup(ctx, leases, m.base)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("cannot read the Lease %s/%s of a single leader: %w", m.namespace, m.base, err)
 	}
@@ -187,7 +227,7 @@ func (m *members) count(ctx context.Context, own string) error {
 		}
 	}
 	live := 1 // this replica
-	for _, l := range list.Items {
+	for _, l := range beats {
 		if l.Name == own || l.Spec.RenewTime == nil {
 			continue
 		}
@@ -211,4 +251,22 @@ func (m *members) count(ctx context.Context, own string) error {
 	m.observed, m.live, m.foreign = seen, live, foreign
 	m.counted++
 	return nil
+}
+
+// heartbeats are the heartbeat Leases of this election's replicas, from
+// the Lease informer once it has synced, else listed live.
+func (m *members) heartbeats(ctx context.Context) ([]*coordinationv1.Lease, error) {
+	sel := labels.SelectorFromSet(labels.Set{LabelReplicaOf: format.ObjectLabel(m.base)})
+	if cached, ok := m.cache.list(sel); ok {
+		return cached, nil
+	}
+	list, err := m.client.CoordinationV1().Leases(m.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("cannot list the heartbeat Leases of the replicas in %s: %w", m.namespace, err)
+	}
+	out := make([]*coordinationv1.Lease, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
 }

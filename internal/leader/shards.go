@@ -42,6 +42,19 @@ func RunShards(ctx context.Context, opts Options, n shard.Count, onShard func(in
 	}
 	log := opts.Log.With().Str("identity", id).Logger()
 	log.Info().Int("shards", int(n)).Str("leases", opts.Namespace+"/"+ShardLeaseName(opts.Name, 0)+"…").Msg("campaigning for the shard Leases")
+	// One informer of the namespace's Leases serves every shard's
+	// candidate and the count of the replicas; it stops last.
+	opts.cache = newLeaseCache(opts.Client, opts.Namespace)
+	cacheCtx, stopCache := context.WithCancel(context.WithoutCancel(ctx))
+	cacheDone := make(chan struct{})
+	go func() {
+		defer close(cacheDone)
+		opts.cache.run(cacheCtx)
+	}()
+	defer func() {
+		stopCache()
+		<-cacheDone
+	}()
 	m := newMembers(opts, id, int(n))
 	g := &shareGate{fair: func() int { return n.FairShare(m.Live()) }, ready: m.settled}
 	runCtx, stopAll := context.WithCancel(ctx)
@@ -60,7 +73,7 @@ func RunShards(ctx context.Context, opts Options, n shard.Count, onShard func(in
 	holders := make([]*shardHolder, n)
 	errs := make(chan error, int(n))
 	for i := range holders {
-		h := &shardHolder{index: i, gate: g, retry: opts.RetryPeriod}
+		h := &shardHolder{index: i, gate: g}
 		holders[i] = h
 		sopts := opts
 		sopts.Name = ShardLeaseName(opts.Name, i)
@@ -147,11 +160,11 @@ func handOver(holders []*shardHolder, fair int, log zerolog.Logger) {
 
 // shardHolder campaigns for one shard, again and again until the process
 // stops; handOver ends the current campaign (its term after the running
-// operations), which then starts anew and waits for the gate.
+// operations), which then starts anew (the gate refuses the Lease while
+// this replica is at its fair share).
 type shardHolder struct {
 	index int
 	gate  *shareGate
-	retry time.Duration
 
 	mu      sync.Mutex
 	leading bool
@@ -189,13 +202,20 @@ func (h *shardHolder) handOver() {
 
 func (h *shardHolder) campaign(ctx context.Context, opts Options, id string, log zerolog.Logger, lead ShardLead) error {
 	for ctx.Err() == nil {
-		// Campaign only with room for one more shard: a campaign refused
-		// by the gate ends, and waits here for room.
-		if !h.gate.room() {
+		// The campaign goes on while the gate refuses the Lease: it polls
+		// from the Lease cache (no request) and its decline is no error, and
+		// it keeps watching the holder's renewals, so when a holder dies
+		// the Lease is taken once it expired and the gate has room, not a
+		// whole lease duration after a new campaign's first look. Without
+		// a usable cache (not synced yet, a watch that broke, a Role
+		// without list and watch) polling costs a GET each retry period:
+		// a campaign without room then ends, and a new one waits here for
+		// room, as the replicas poll only for shards they may take.
+		if !opts.cache.usable() && !h.gate.room() {
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(h.retry):
+			case <-time.After(opts.RetryPeriod):
 			}
 			continue
 		}
@@ -203,7 +223,11 @@ func (h *shardHolder) campaign(ctx context.Context, opts Options, id string, log
 		h.mu.Lock()
 		h.cancel, h.handing = cancel, false
 		h.mu.Unlock()
-		opts.refused = cancel
+		opts.idle = func() {
+			if !opts.cache.usable() && !h.gate.room() {
+				cancel()
+			}
+		}
 		lost, err := campaign(cctx, opts, id, log, func(ctx context.Context, term *Term) error { return lead(ctx, h.index, term) })
 		cancel()
 		if err != nil {

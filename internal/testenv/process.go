@@ -64,10 +64,10 @@ const (
 type Process struct {
 	t   testing.TB
 	cmd *exec.Cmd
-	out *syncBuffer
+	out *SyncBuffer
 	// stdout, for StartCommand, is standard output alone (a command's
 	// JSON); out then holds standard error.
-	stdout *syncBuffer
+	stdout *SyncBuffer
 	done   chan struct{}
 	err    error
 
@@ -78,18 +78,20 @@ type Process struct {
 	raceOnce sync.Once
 }
 
-type syncBuffer struct {
+// SyncBuffer is a buffer safe to write from several goroutines (a
+// process's output, a logger's sink).
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
@@ -128,10 +130,10 @@ func startProcess(t testing.TB, env []string, splitStdout bool, bin string, args
 	t.Helper()
 	// One pipe for both streams keeps their order, which a race report
 	// needs whole (RaceReports); only a command read as a document splits.
-	p := &Process{t: t, cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p := &Process{t: t, cmd: exec.Command(bin, args...), out: &SyncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if splitStdout {
-		p.stdout = &syncBuffer{}
+		p.stdout = &SyncBuffer{}
 		p.cmd.Stdout = p.stdout
 	}
 	p.cmd.Env = append(append(os.Environ(), raceEnv), env...)
