@@ -116,10 +116,7 @@ func TestConflictReadsKeepHelmsCheck(t *testing.T) {
 	m, reads := countedManager(t, ns)
 	cms := cluster.Client.CoreV1().ConfigMaps(ns)
 
-	kept := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kept", Namespace: ns,
-		Labels:      map[string]string{"app.kubernetes.io/managed-by": "Helm"},
-		Annotations: map[string]string{"meta.helm.sh/release-name": "kept", "meta.helm.sh/release-namespace": ns}}}
-	if _, err := cms.Create(ctx, kept, metav1.CreateOptions{}); err != nil {
+	if _, err := cms.Create(ctx, helmOwned(ns, "kept", "kept"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	installMany(t, m, ns, "warm", conflictListDemand) // the last one lists
@@ -128,11 +125,7 @@ func TestConflictReadsKeepHelmsCheck(t *testing.T) {
 	}
 
 	// Made after the LIST, by another release: the LIST says "absent".
-	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: ns,
-		Labels:      map[string]string{"app.kubernetes.io/managed-by": "Helm"},
-		Annotations: map[string]string{"meta.helm.sh/release-name": "other", "meta.helm.sh/release-namespace": ns}},
-		Data: map[string]string{"owner": "other"}}
-	made, err := cms.Create(ctx, foreign, metav1.CreateOptions{})
+	made, err := cms.Create(ctx, helmOwned(ns, "theirs", "other"), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,21 +221,14 @@ func TestConflictReadsAllOrNone(t *testing.T) {
 	ns := cluster.Namespace(t)
 	m, reads := countedManager(t, ns)
 	cms := cluster.Client.CoreV1().ConfigMaps(ns)
-	kept := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kept", Namespace: ns,
-		Labels:      map[string]string{"app.kubernetes.io/managed-by": "Helm"},
-		Annotations: map[string]string{"meta.helm.sh/release-name": "kept", "meta.helm.sh/release-namespace": ns}}}
-	if _, err := cms.Create(ctx, kept, metav1.CreateOptions{}); err != nil {
+	if _, err := cms.Create(ctx, helmOwned(ns, "kept", "kept"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	installMany(t, m, ns, "warm", conflictListDemand)
 	if _, lists := reads.counts(); lists != 1 {
 		t.Fatalf("%d LISTs after %d installs, want 1", lists, conflictListDemand)
 	}
-	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: ns,
-		Labels:      map[string]string{"app.kubernetes.io/managed-by": "Helm"},
-		Annotations: map[string]string{"meta.helm.sh/release-name": "other", "meta.helm.sh/release-namespace": ns}},
-		Data: map[string]string{"owner": "other"}}
-	made, err := cms.Create(ctx, foreign, metav1.CreateOptions{})
+	made, err := cms.Create(ctx, helmOwned(ns, "shared", "other"), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,4 +267,13 @@ func TestConflictReadsNotForHooks(t *testing.T) {
 	if _, err := cluster.Client.CoreV1().ConfigMaps(ns).Get(ctx, "ph-hook", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the pre-install hook ran: %v", err)
 	}
+}
+
+// helmOwned is a ConfigMap carrying Helm's owner marks of release (and
+// data naming it).
+func helmOwned(ns, name, release string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+		Labels:      map[string]string{"app.kubernetes.io/managed-by": "Helm"},
+		Annotations: map[string]string{"meta.helm.sh/release-name": release, "meta.helm.sh/release-namespace": ns}},
+		Data: map[string]string{"owner": release}}
 }
