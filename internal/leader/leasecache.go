@@ -37,13 +37,18 @@ type leaseCache struct {
 	informer cache.SharedIndexInformer
 	lister   coordinationlisters.LeaseNamespaceLister
 	fresh    atomic.Bool
+	// until is when the last vouch lapses (UnixNano; 0: never set): a
+	// count that stops coming (a heartbeat write that hangs) stops the
+	// cache being trusted too.
+	until atomic.Int64
+	now   func() time.Time
 }
 
 func newLeaseCache(client kubernetes.Interface, namespace string) *leaseCache {
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace),
 		informers.WithTransform(stripManagedFields))
 	leases := f.Coordination().V1().Leases()
-	return &leaseCache{factory: f, informer: leases.Informer(), lister: leases.Lister().Leases(namespace)}
+	return &leaseCache{factory: f, informer: leases.Informer(), lister: leases.Lister().Leases(namespace), now: time.Now}
 }
 
 // stripManagedFields keeps the cache small; an update without them keeps
@@ -62,11 +67,18 @@ func (c *leaseCache) run(ctx context.Context) {
 	c.factory.Shutdown()
 }
 
-// vouch trusts the cache while it holds the heartbeat Lease own renewed
-// at since or later (since zero: present at all). c may be nil.
-func (c *leaseCache) vouch(own string, since time.Time) {
+// vouch trusts the cache, for the next window, while it holds the
+// heartbeat Lease own renewed at since or later and no more than window
+// ago by this process's clock (since zero: within window). The clock bound
+// keeps a cache that stopped while this replica's heartbeat writes fail
+// from vouching for itself with an old renewal. c may be nil.
+func (c *leaseCache) vouch(own string, since time.Time, window time.Duration) {
 	if c == nil {
 		return
+	}
+	now := c.now()
+	if floor := now.Add(-window); floor.After(since) {
+		since = floor
 	}
 	ok := false
 	if c.informer.HasSynced() {
@@ -74,11 +86,13 @@ func (c *leaseCache) vouch(own string, since time.Time) {
 		ok = err == nil && l.Spec.RenewTime != nil && !l.Spec.RenewTime.Time.Before(since)
 	}
 	c.fresh.Store(ok)
+	c.until.Store(now.Add(window).UnixNano())
 }
 
-// usable reports whether reads may come from the cache.
+// usable reports whether reads may come from the cache: synced, and the
+// last vouch found it fresh and has not lapsed.
 func (c *leaseCache) usable() bool {
-	return c != nil && c.informer.HasSynced() && c.fresh.Load()
+	return c != nil && c.informer.HasSynced() && c.fresh.Load() && c.now().UnixNano() <= c.until.Load()
 }
 
 // get returns the cached Lease name; ok is false while the cache is not

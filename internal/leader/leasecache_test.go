@@ -276,7 +276,7 @@ func TestCacheTrustedOnlyWhenItShowsOurHeartbeat(t *testing.T) {
 		cancel()
 		<-done
 	}()
-	c.vouch("beat", time.Time{})
+	c.vouch("beat", time.Time{}, time.Hour)
 	if c.usable() {
 		t.Fatal("usable before it was synced and showed the heartbeat")
 	}
@@ -286,16 +286,33 @@ func TestCacheTrustedOnlyWhenItShowsOurHeartbeat(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, patience, "the cache showing the heartbeat", func() (bool, error) {
-		c.vouch("beat", time.Time{})
+		c.vouch("beat", time.Time{}, time.Hour)
 		return c.usable(), nil
 	})
 	stored, _ := c.get("beat")
-	if c.vouch("beat", stored.Spec.RenewTime.Time); !c.usable() {
+	if c.vouch("beat", stored.Spec.RenewTime.Time, time.Hour); !c.usable() {
 		t.Error("not usable though it shows the heartbeat's last renewal")
 	}
-	if c.vouch("beat", stored.Spec.RenewTime.Add(time.Microsecond)); c.usable() {
+	if c.vouch("beat", stored.Spec.RenewTime.Add(time.Microsecond), time.Hour); c.usable() {
 		t.Error("usable though it lacks a later renewal of the heartbeat")
 	}
+	// By the clock: a cache whose newest renewal of the heartbeat is
+	// older than the window does not vouch for itself (heartbeat writes
+	// failing while the watch stands still), and a vouch lapses when no
+	// count renews it (a heartbeat write that hangs).
+	if c.vouch("beat", stored.Spec.RenewTime.Time, time.Hour); !c.usable() {
+		t.Fatal("not usable though it shows the heartbeat's last renewal")
+	}
+	real := c.now
+	c.now = func() time.Time { return real().Add(2 * time.Hour) }
+	if c.usable() {
+		t.Error("usable after its vouch lapsed")
+	}
+	if c.vouch("beat", stored.Spec.RenewTime.Time, time.Hour); c.usable() {
+		t.Error("usable though its newest renewal of the heartbeat is older than the window")
+	}
+	c.now = real
+	c.vouch("beat", stored.Spec.RenewTime.Add(time.Microsecond), time.Hour)
 	if _, ok := c.get("beat"); ok {
 		t.Error("a read served from a cache not trusted")
 	}

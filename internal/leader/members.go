@@ -199,7 +199,9 @@ func (m *members) wrote1(l *coordinationv1.Lease) {
 
 func (m *members) count(ctx context.Context, own string) error {
 	leases := m.client.CoordinationV1().Leases(m.namespace)
-	m.cache.vouch(own, m.wrote[0])
+	// Two periods: the renewal this count follows, and one more for the
+	// watch's delay.
+	m.cache.vouch(own, m.wrote[0], 2*m.period)
 	beats, err := m.heartbeats(ctx)
 	if err != nil {
 		return err
