@@ -299,11 +299,12 @@ func TestSelectorListErrorUninstallsNothing(t *testing.T) {
 	}
 	proxy.FailWith(0)
 
-	// Now the live read of b by name fails while b loses its trigger label:
-	// the event and the passes reconcile b, and nothing may go until b can
-	// be read.
+	// Now the live reads of b fail while b loses its trigger label: the
+	// event and the passes reconcile b, and nothing may go until b can be
+	// read. The pass's consistent LIST of the selected objects is a live
+	// read of b too (design §3, bulk live reads): it fails as well.
 	readsB := func(r *http.Request) bool {
-		return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/deployments/b")
+		return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/deployments/b") || listsSelected(r)
 	}
 	proxy.FailMatching(http.StatusInternalServerError, readsB)
 	failedBefore := proxy.Failed()
