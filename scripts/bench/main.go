@@ -44,6 +44,11 @@ type options struct {
 	autoxArgs []string
 	// replicas, shards and kills: the replicas run (see replicas.go).
 	replicas, shards, kills int
+	// serverProfile is the directory kube-apiserver's CPU profiles of the
+	// floor and of cold convergence go to ("": none), each of
+	// serverProfileSeconds.
+	serverProfile        string
+	serverProfileSeconds int
 }
 
 func main() {
@@ -71,6 +76,8 @@ func main() {
 	flag.IntVar(&o.replicas, "replicas", 0, "instead: start this many autox replicas with --shards (cold convergence per replica, --kills failovers, a restart and a join)")
 	flag.IntVar(&o.shards, "shards", 6, "with --replicas: autox --shards")
 	flag.IntVar(&o.kills, "kills", 2, "with --replicas: kill -9 of a replica holding shards, this many times")
+	flag.StringVar(&o.serverProfile, "server-profile", "", "write kube-apiserver's CPU profiles of the floor and of cold convergence to this directory (apiserver-floor.pprof, apiserver-cold.pprof)")
+	flag.IntVar(&o.serverProfileSeconds, "server-profile-seconds", 5, "with --server-profile: the seconds each profile covers, from 1 s into the phase")
 	flag.StringVar(&plot, "plot", "", "instead of a run: read the results in this directory, write growth.svg there and print the growth table")
 	flag.Parse()
 	o.autoxArgs = strings.Fields(autoxArgs)

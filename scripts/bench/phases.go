@@ -39,6 +39,8 @@ func (b *run) floor(ctx context.Context) error {
 	note("floor: the writes of %d releases with %d workers", b.total, b.o.floorWorkers)
 	serverBefore := serverCPU()
 	resetServerPeak()
+	profiled := b.serverProfile(ctx, "floor")
+	defer profiled()
 	fl, err := runFloor(ctx, b.cluster.Config, "floor", b.chart, floorPlans(b.total), b.o.floorWorkers)
 	if err != nil {
 		return err
@@ -75,6 +77,8 @@ func (b *run) cold(ctx context.Context) (*process, []string, string, error) {
 	note("autox: cold convergence of %d releases", b.total)
 	serverBefore := serverCPU()
 	resetServerPeak()
+	profiled := b.serverProfile(ctx, "cold")
+	defer profiled()
 	p, err := startAutox(ctx, b.autox, args)
 	if err != nil {
 		return nil, nil, "", err
