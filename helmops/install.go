@@ -57,6 +57,10 @@ func (m *Manager) newInstall(ctx context.Context, d Target, complete bool) (*act
 	in.Labels = m.releaseLabels(d, 1)
 	m.installWith(in, d.Policy)
 	in.DisableOpenAPIValidation = skipClientValidation
+	if kc, ok := cfg.KubeClient.(kubeClient); ok && !in.ServerSideApply {
+		kc.clientSideCreates = true
+		cfg.KubeClient = kc
+	}
 	return in, cfg, nil
 }
 

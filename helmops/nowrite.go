@@ -183,6 +183,9 @@ func (r *recordWrites) Delete(key string) (helmrelease.Releaser, error) {
 
 func (c kubeClient) Create(resources kube.ResourceList, options ...kube.ClientCreateOption) (*kube.Result, error) {
 	c.writes.note()
+	if c.clientSideCreates {
+		return createClientSide(resources)
+	}
 	return c.Client.Create(resources, options...)
 }
 

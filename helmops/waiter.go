@@ -45,6 +45,9 @@ type kubeClient struct {
 	// conflicts, when set, answers an install's conflict reads from
 	// lists (conflictreads.go).
 	conflicts *conflictReads
+	// clientSideCreates, set for a client-side install, makes Create
+	// create without Helm 4's process-wide mutex (creates.go).
+	clientSideCreates bool
 }
 
 // Build is Helm's, except that a kind the REST mapper does not know makes
