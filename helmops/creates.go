@@ -25,10 +25,10 @@ import (
 // resource.Info; the REST clients they share are safe for concurrent use.
 // Only a real client-side install uses it (kubeClient.clientSideCreates):
 // a server-side one applies through Helm's own code, and no dry run
-// reaches Create. The flag stands for the options Helm passes (they are unexported):
-// an install's Create calls all pass its own apply method, and autox sets
-// no RollbackOnFailure, whose uninstall on the same configuration would
-// create its delete hooks server-side.
+// reaches Create. The flag stands for the options Helm passes (they are
+// unexported): an install's Create calls all pass its own apply method,
+// and autox sets no RollbackOnFailure, whose uninstall on the same
+// configuration would create its delete hooks server-side.
 func createClientSide(resources kube.ResourceList) (*kube.Result, error) {
 	if len(resources) == 0 {
 		return nil, kube.ErrNoObjectsVisited

@@ -36,6 +36,10 @@ func (b *run) serverProfile(ctx context.Context, phase string) (wait func()) {
 			return
 		}
 		path := filepath.Join(b.o.serverProfile, "apiserver-"+phase+".pprof")
+		if err := os.MkdirAll(b.o.serverProfile, 0o755); err != nil {
+			note("kube-apiserver profile of %s: %v", phase, err)
+			return
+		}
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			note("kube-apiserver profile of %s: %v", phase, err)
 			return
