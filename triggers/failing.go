@@ -69,34 +69,38 @@ func outcomes(failed []plan.Failure, steps []plan.Step, errs []error) map[string
 }
 
 // releaseSpecGauges keeps the last outcome of each (spec, release spec,
-// object) that was not fine, and the gauges counting them.
+// object) that was not fine, and reports the gauges counting them when
+// scraped (a prometheus.Collector). Every release spec of the config has a
+// series of each gauge, zero when fine; the series are made at each scrape
+// from the outcomes kept, not kept as metric objects: four gauge vectors
+// with a series per release spec were a fifth of autox's heap at 20,000
+// release specs (BENCHMARKS.md), which pushed a large fleet's cold
+// convergence against the soft memory limit.
 type releaseSpecGauges struct {
-	failing, source, stale, exhausted *prometheus.GaugeVec
+	failing, source, stale, exhausted *prometheus.Desc
 
 	mu sync.Mutex
-	// last[spec][releaseSpec][object]; object "" for a named spec.
+	// last[spec][releaseSpec][object]; object "" for a named spec. A
+	// release spec without an outcome that is not fine holds a nil map: its
+	// series are zero.
 	last map[string]map[string]map[string]outcome
 }
 
 func newReleaseSpecGauges() *releaseSpecGauges {
 	labels := []string{"spec", "release_spec"}
 	return &releaseSpecGauges{
-		failing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "autox_release_spec_failing",
-			Help: "Releases of a release spec (one per object for a selector spec) whose last reconcile failed: a Helm operation, the chart, a values source, or the reads it needs.",
-		}, labels),
-		source: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "autox_values_source_failing",
-			Help: "Releases of a release spec whose valuesFrom Secret or ConfigMap could not be used at their last reconcile (missing, no such key, not a YAML map, unreadable); the release runs on as it was.",
-		}, labels),
-		stale: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "autox_stale_release_unrecovered",
-			Help: "Releases of a release spec left pending (or uninstalling) past --helm-timeout + 30s whose recovery (rollback, or uninstall and install) failed at their last reconcile.",
-		}, labels),
-		exhausted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "autox_release_spec_retries_exhausted",
-			Help: "Releases of a release spec whose remediation retries are used up for what it would install, at their last reconcile: autox makes no further attempt until the config, the chart or the trigger changes.",
-		}, labels),
+		failing: prometheus.NewDesc("autox_release_spec_failing",
+			"Releases of a release spec (one per object for a selector spec) whose last reconcile failed: a Helm operation, the chart, a values source, or the reads it needs.",
+			labels, nil),
+		source: prometheus.NewDesc("autox_values_source_failing",
+			"Releases of a release spec whose valuesFrom Secret or ConfigMap could not be used at their last reconcile (missing, no such key, not a YAML map, unreadable); the release runs on as it was.",
+			labels, nil),
+		stale: prometheus.NewDesc("autox_stale_release_unrecovered",
+			"Releases of a release spec left pending (or uninstalling) past --helm-timeout + 30s whose recovery (rollback, or uninstall and install) failed at their last reconcile.",
+			labels, nil),
+		exhausted: prometheus.NewDesc("autox_release_spec_retries_exhausted",
+			"Releases of a release spec whose remediation retries are used up for what it would install, at their last reconcile: autox makes no further attempt until the config, the chart or the trigger changes.",
+			labels, nil),
 		last: map[string]map[string]map[string]outcome{},
 	}
 }
@@ -119,23 +123,22 @@ func (g *releaseSpecGauges) record(spec string, obj format.Object, ids []string,
 	for _, id := range ids {
 		want[id] = true
 		byObject := bySpec[id]
-		if byObject == nil {
-			byObject = map[string]outcome{}
-			bySpec[id] = byObject
-		}
 		if oc := got[id]; oc != (outcome{}) {
+			if byObject == nil {
+				byObject = map[string]outcome{}
+			}
 			byObject[object] = oc
 		} else {
 			delete(byObject, object)
 		}
-		g.setCounts(spec, id, byObject)
+		if len(byObject) == 0 {
+			byObject = nil
+		}
+		bySpec[id] = byObject
 	}
 	for id := range bySpec {
 		if !want[id] {
 			delete(bySpec, id)
-			for _, v := range g.vecs() {
-				v.DeleteLabelValues(spec, id)
-			}
 		}
 	}
 	if len(bySpec) == 0 {
@@ -145,22 +148,44 @@ func (g *releaseSpecGauges) record(spec string, obj format.Object, ids []string,
 	}
 }
 
-// setCounts sets the gauges of (spec, release spec id) from the outcomes
-// of its objects.
-func (g *releaseSpecGauges) setCounts(spec, id string, byObject map[string]outcome) {
-	var failing, source, stale, exhausted int
+// counts are the gauges' values for one release spec: how many of its
+// objects' outcomes are failing, source, stale and exhausted.
+func counts(byObject map[string]outcome) (failing, source, stale, exhausted int) {
 	for _, oc := range byObject {
 		failing, source, stale = failing+b2i(oc.failing), source+b2i(oc.source), stale+b2i(oc.stale)
 		exhausted += b2i(oc.exhausted)
 	}
-	g.failing.WithLabelValues(spec, id).Set(float64(failing))
-	g.source.WithLabelValues(spec, id).Set(float64(source))
-	g.stale.WithLabelValues(spec, id).Set(float64(stale))
-	g.exhausted.WithLabelValues(spec, id).Set(float64(exhausted))
+	return failing, source, stale, exhausted
 }
 
-func (g *releaseSpecGauges) vecs() []*prometheus.GaugeVec {
-	return []*prometheus.GaugeVec{g.failing, g.source, g.stale, g.exhausted}
+// Describe is prometheus.Collector's.
+func (g *releaseSpecGauges) Describe(ch chan<- *prometheus.Desc) {
+	ch <- g.failing
+	ch <- g.source
+	ch <- g.stale
+	ch <- g.exhausted
+}
+
+// Collect is prometheus.Collector's: a series of each gauge per release
+// spec kept.
+func (g *releaseSpecGauges) Collect(ch chan<- prometheus.Metric) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for spec, bySpec := range g.last {
+		for id, byObject := range bySpec {
+			failing, source, stale, exhausted := counts(byObject)
+			for _, d := range []struct {
+				desc *prometheus.Desc
+				n    int
+			}{{g.failing, failing}, {g.source, source}, {g.stale, stale}, {g.exhausted, exhausted}} {
+				// An error (a label value that is not UTF-8) leaves that
+				// series out rather than failing the scrape.
+				if m, err := prometheus.NewConstMetric(d.desc, prometheus.GaugeValue, float64(d.n), spec, id); err == nil {
+					ch <- m
+				}
+			}
+		}
+	}
 }
 
 // reset drops every spec.
@@ -168,13 +193,10 @@ func (g *releaseSpecGauges) reset() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.last = map[string]map[string]map[string]outcome{}
-	for _, v := range g.vecs() {
-		v.Reset()
-	}
 }
 
-// forgetWhere drops the outcomes of the (spec, object) where says, and
-// sets the gauges of what is left.
+// forgetWhere drops the outcomes of the (spec, object) where says; the
+// release specs' series stay, counting what is left.
 func (g *releaseSpecGauges) forgetWhere(where func(spec, object string) bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -185,7 +207,9 @@ func (g *releaseSpecGauges) forgetWhere(where func(spec, object string) bool) {
 					delete(byObject, object)
 				}
 			}
-			g.setCounts(spec, id, byObject)
+			if len(byObject) == 0 {
+				bySpec[id] = nil
+			}
 		}
 	}
 }
@@ -195,9 +219,6 @@ func (g *releaseSpecGauges) forget(spec string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.last, spec)
-	for _, v := range g.vecs() {
-		v.DeletePartialMatch(prometheus.Labels{"spec": spec})
-	}
 }
 
 func b2i(b bool) int {

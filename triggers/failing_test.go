@@ -82,18 +82,16 @@ specs:
 // of release specs and specs that left the config.
 func TestReleaseSpecGauges(t *testing.T) {
 	g := newReleaseSpecGauges()
-	reg := prometheus.NewRegistry()
-	for _, v := range g.vecs() {
-		reg.MustRegister(v)
-	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(g)
 	a, b := format.Object{Namespace: "ns", Name: "a"}, format.Object{Namespace: "ns", Name: "b"}
 	ids := []string{"x", "y"}
 	g.record("sel", a, ids, map[string]outcome{"x": {failing: true, source: true}})
 	g.record("sel", b, ids, map[string]outcome{"x": {failing: true}, "y": {failing: true, stale: true}})
 	check := func(what, id string, failing, source, stale float64) {
 		t.Helper()
-		if f, s, st := testutil.ToFloat64(g.failing.WithLabelValues("sel", id)), testutil.ToFloat64(g.source.WithLabelValues("sel", id)),
-			testutil.ToFloat64(g.stale.WithLabelValues("sel", id)); f != failing || s != source || st != stale {
+		if f, s, st := gauge(t, g, "autox_release_spec_failing", "sel", id), gauge(t, g, "autox_values_source_failing", "sel", id),
+			gauge(t, g, "autox_stale_release_unrecovered", "sel", id); f != failing || s != source || st != stale {
 			t.Errorf("%s: %s failing %v, values source %v, stale %v; want %v, %v, %v", what, id, f, s, st, failing, source, stale)
 		}
 	}
@@ -106,18 +104,48 @@ func TestReleaseSpecGauges(t *testing.T) {
 	check("both fine", "x", 0, 0, 0)
 
 	g.record("sel", b, []string{"x"}, map[string]outcome{"x": {failing: true}}) // y left the config
-	if n := testutil.CollectAndCount(g.failing); n != 1 {
+	if n := testutil.CollectAndCount(g, "autox_release_spec_failing"); n != 1 {
 		t.Errorf("%d series after y left the config, want 1", n)
 	}
 	g.record("named", format.Object{}, []string{"z"}, map[string]outcome{"z": {failing: true}})
 	g.forget("sel")
-	if n := testutil.CollectAndCount(g.failing); n != 1 || len(g.last["sel"]) != 0 {
+	if n := testutil.CollectAndCount(g, "autox_release_spec_failing"); n != 1 || len(g.last["sel"]) != 0 {
 		t.Errorf("%d series after spec sel left the config, want only named's", n)
 	}
 	g.record("named", format.Object{}, nil, nil) // the spec left: nothing kept
-	if _, kept := g.last["named"]; kept || testutil.CollectAndCount(g.failing) != 0 {
+	if _, kept := g.last["named"]; kept || testutil.CollectAndCount(g, "autox_release_spec_failing") != 0 {
 		t.Errorf("a spec without release specs keeps state: %v", g.last)
 	}
+}
+
+// gauge is the value of the series (spec, releaseSpec) of gauge name as c
+// reports it when scraped; 0 without one (as a new series of a gauge
+// vector reads).
+func gauge(t testing.TB, c prometheus.Collector, name, spec, releaseSpec string) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatalf("cannot register the collector: %v", err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("cannot gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["spec"] == spec && l["release_spec"] == releaseSpec {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 // TestStaleReleaseUnrecovered leaves a release pending-upgrade, as a killed
@@ -131,7 +159,7 @@ func TestStaleReleaseUnrecovered(t *testing.T) {
 	cfg := h.config(twoReleases)
 	h.start(cfg, time.Hour)
 	h.WaitRelease("web-hello", "installed", deployedAt(1))
-	if got := testutil.ToFloat64(h.metrics.releaseSpecs.failing.WithLabelValues("web", "hello")); got != 0 {
+	if got := gauge(t, h.metrics.releaseSpecs, "autox_release_spec_failing", "web", "hello"); got != 0 {
 		t.Errorf("autox_release_spec_failing = %v for a release spec that works, want 0", got)
 	}
 	h.halt()
@@ -146,8 +174,8 @@ func TestStaleReleaseUnrecovered(t *testing.T) {
 	h.now = func() time.Time { return later }
 	h.start(cfg, 300*time.Millisecond)
 	h.waitReconciles("web", resultError, 1)
-	failing := testutil.ToFloat64(h.metrics.releaseSpecs.failing.WithLabelValues("web", "hello"))
-	stale := testutil.ToFloat64(h.metrics.releaseSpecs.stale.WithLabelValues("web", "hello"))
+	failing := gauge(t, h.metrics.releaseSpecs, "autox_release_spec_failing", "web", "hello")
+	stale := gauge(t, h.metrics.releaseSpecs, "autox_stale_release_unrecovered", "web", "hello")
 	if failing != 1 || stale != 1 {
 		t.Errorf("after a failed recovery: autox_release_spec_failing %v, autox_stale_release_unrecovered %v; want 1 and 1", failing, stale)
 	}
@@ -157,7 +185,7 @@ func TestStaleReleaseUnrecovered(t *testing.T) {
 	}
 	// A process that stops leading no longer reports what it knew.
 	h.halt()
-	if n := testutil.CollectAndCount(h.metrics.releaseSpecs.failing); n != 0 {
+	if n := testutil.CollectAndCount(h.metrics.releaseSpecs, "autox_release_spec_failing"); n != 0 {
 		t.Errorf("%d autox_release_spec_failing series after the term ended, want none", n)
 	}
 }

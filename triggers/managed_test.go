@@ -299,7 +299,7 @@ func TestInstallWaitsForTheRecord(t *testing.T) {
 		t.Fatalf("a record was written while ConfigMaps failed: %v", cm.Data)
 	}
 	// The held install is a failure of its release spec, where alerts look.
-	if got := testutil.ToFloat64(h.metrics.releaseSpecs.failing.WithLabelValues("web", "hello")); got != 1 {
+	if got := gauge(t, h.metrics.releaseSpecs, "autox_release_spec_failing", "web", "hello"); got != 1 {
 		t.Errorf("autox_release_spec_failing = %v while the install is held, want 1", got)
 	}
 	failing.Store(false)
@@ -308,7 +308,7 @@ func TestInstallWaitsForTheRecord(t *testing.T) {
 		t.Errorf("the record after the install: %+v", cm)
 	}
 	testenv.Eventually(t, patience, "the release spec no longer failing", func() (bool, error) {
-		return testutil.ToFloat64(h.metrics.releaseSpecs.failing.WithLabelValues("web", "hello")) == 0, nil
+		return gauge(t, h.metrics.releaseSpecs, "autox_release_spec_failing", "web", "hello") == 0, nil
 	})
 }
 

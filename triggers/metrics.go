@@ -102,10 +102,7 @@ func newMetrics(reg prometheus.Registerer, sharded bool) (*Metrics, error) {
 		suspended:    newSuspendedGauge(),
 		objectTerms:  &objectTerms{by: map[string]map[int]bool{}},
 	}
-	cs := []prometheus.Collector{m.reconciles, m.reconcileDuration, m.helmOperations, m.releases, m.lastPass, m.depth, m.objects, m.helmDuration, m.passDuration, m.suspended}
-	for _, v := range m.releaseSpecs.vecs() {
-		cs = append(cs, v)
-	}
+	cs := []prometheus.Collector{m.reconciles, m.reconcileDuration, m.helmOperations, m.releases, m.lastPass, m.depth, m.objects, m.helmDuration, m.passDuration, m.suspended, m.releaseSpecs}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err

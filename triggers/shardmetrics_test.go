@@ -52,7 +52,7 @@ func TestShardMetrics(t *testing.T) {
 		t.Errorf("after shard 0's term ended, %d depth series (shard 1: %v), want shard 1's with 2", got, depth("1"))
 	}
 	fail := func(spec string) float64 {
-		return testutil.ToFloat64(m.releaseSpecs.failing.WithLabelValues(spec, "hello"))
+		return gauge(t, m.releaseSpecs, "autox_release_spec_failing", spec, "hello")
 	}
 	if fail(a) != 0 || fail(b) != 1 {
 		t.Errorf("failing release specs after shard 0's term ended: %s %v, %s %v; want 0 and 1", a, fail(a), b, fail(b))

@@ -32,6 +32,10 @@ type replicaResults struct {
 	// Requests, RSS and Held per replica at convergence (RSS the peak).
 	Requests []int64
 	RSS      []int64
+	// QuietRSS is each replica's peak RSS over two resync periods after
+	// convergence: what a replica keeps for its held shards, without the
+	// installs' working memory.
+	QuietRSS []int64
 	Held     spread
 	// Per killed shard: kill → held by a live replica; kill → its first
 	// complete pass under the new holder.
@@ -113,6 +117,18 @@ func (b *run) replicaRun(ctx context.Context) error {
 		return fmt.Errorf("replicas: after convergence: %w", err)
 	}
 	b.r.Load["cold"] = loadAvg()
+	for _, x := range live {
+		x.p.resetPeak()
+	}
+	note("replicas: two quiet --resync periods (%s each)", o.resync)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(2 * o.resync):
+	}
+	for _, x := range live {
+		rr.QuietRSS = append(rr.QuietRSS, x.p.peakRSS())
+	}
 	before, err := readRecords(ctx, b.cluster.Client, "bench")
 	if err != nil {
 		return err
@@ -374,6 +390,7 @@ func (r results) replicaTable(o options) string {
 	fmt.Fprintf(&b, "| API requests per release installed, all replicas | %.2f | |\n", float64(reqs)/float64(r.Releases))
 	fmt.Fprintf(&b, "| API requests per replica at convergence | %s | |\n", joinInts(rr.Requests, func(n int64) string { return strconv.FormatInt(n, 10) }))
 	fmt.Fprintf(&b, "| peak RSS per replica, cold convergence | %s | |\n", joinInts(rr.RSS, mib))
+	fmt.Fprintf(&b, "| peak RSS per replica, two quiet --resync periods after convergence | %s | falls with replicas |\n", joinInts(rr.QuietRSS, mib))
 	fmt.Fprintf(&b, "| shards per replica after convergence | %s | ⌈%d / %d⌉ = %d at most |\n", rr.Held, rr.Shards, rr.Replicas, fairShare(rr.Shards, rr.Replicas))
 	if len(rr.HeldAgain) > 0 {
 		fmt.Fprintf(&b, "| kill -9 → a killed replica's shard held again: p50 / p99 (%d shards over %d kills) | %s / %s | within the Lease duration (+ retry period) |\n",
