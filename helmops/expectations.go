@@ -144,6 +144,61 @@ func (e *expectations) settled(ctx context.Context, namespace, name string) bool
 	}
 }
 
+// caughtUp waits until the index shows every write of namespace's records
+// that was pending at the call: each record that had one has been seen
+// without one since (its writes then shown by the index, failed, or past
+// expectationTTL), for at most awaitOwnWrites; false means read live.
+// Writes registered after the call are not waited for: a LIST made at the
+// call would not show them either. A busy namespace, where some write is
+// always in flight, is so still read from the index once the writes of the
+// moment have come through its watch.
+func (e *expectations) caughtUp(ctx context.Context, namespace string) bool {
+	if e == nil {
+		return true
+	}
+	inFlight, _ := e.pendingKeys(namespace, nil)
+	return e.caughtUpWith(ctx, namespace, inFlight)
+}
+
+// caughtUpWith is caughtUp for the writes pending on the records keys.
+func (e *expectations) caughtUpWith(ctx context.Context, namespace string, keys map[string]bool) bool {
+	waiting, changed := e.pendingKeys(namespace, keys)
+	if len(waiting) == 0 {
+		return true
+	}
+	timeout := time.NewTimer(awaitOwnWrites)
+	defer timeout.Stop()
+	for {
+		select {
+		case <-changed:
+		case <-timeout.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+		waiting, changed = e.pendingKeys(namespace, waiting)
+		if len(waiting) == 0 {
+			return true
+		}
+	}
+}
+
+// pendingKeys returns the record keys of namespace with a write not yet
+// seen, among those of among (nil: all), and a channel closed at the next
+// change.
+func (e *expectations) pendingKeys(namespace string, among map[string]bool) (map[string]bool, <-chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]bool{}
+	now := e.now()
+	for key, x := range e.byNS[namespace] {
+		if now.Sub(x.at) < expectationTTL && (among == nil || among[key]) {
+			out[key] = true
+		}
+	}
+	return out, e.changed
+}
+
 // trackedDriver is the storage driver of one operation of a Manager with an
 // index: it registers each record write with the index's expectations.
 type trackedDriver struct {

@@ -57,15 +57,18 @@ func (inv *Inventory) Managed(ctx context.Context, namespaces []string) ([]forma
 // --labels with the spec label set to null, an old Helm client) by its older
 // revisions, and autox would act on a release it no longer owns.
 //
-// While this process has written records of ns that the index does not show
-// yet, ns is listed live: what the Inventory answers is read-your-writes, as
-// a LIST is (a pass must not find a namespace empty of the release a
-// reconcile that just ended wrote there, and forget the namespace).
+// What the Inventory answers is read-your-writes, as a LIST is (a pass must
+// not find a namespace empty of the release a reconcile that just ended
+// wrote there, and forget the namespace): the index is read once it shows
+// every write of this process to ns that was in flight at the call
+// (expectations.caughtUp, at most awaitOwnWrites), else ns is listed live.
+// During a cold convergence some write is always in flight, so waiting for
+// none at all sent every pass to a LIST of every record of the namespace.
 func (inv *Inventory) namespace(ctx context.Context, ns string) ([]format.Record, error) {
 	if inv.manager != nil {
 		ix := inv.manager.index.Load()
-		if ri := ix.usable(ns); ri != nil {
-			if own, _ := ix.expect.pending(ns, nil); len(own) == 0 {
+		if ix.usable(ns) != nil && ix.expectations().caughtUp(ctx, ns) {
+			if ri := ix.usable(ns); ri != nil {
 				return inv.records(ns, ri.all()), nil
 			}
 		}
