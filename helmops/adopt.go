@@ -87,9 +87,10 @@ func (m *Manager) Adopt(ctx context.Context, a Adoption) error {
 	relabelled[recordModifiedAt] = strconv.FormatInt(time.Now().Unix(), 10)
 	// The record index learns of this write like of Helm's (expectations):
 	// the next read of the new owner's releases must find it.
-	withdraw := m.writes().expect(a.Namespace, key, expectation{release: a.Name, labels: relabelled, status: labels["status"]})
-	if err := records.relabel(ctx, relabelled); err != nil {
-		withdraw()
+	w := m.writes().expect(a.Namespace, key, expectation{release: a.Name, labels: relabelled, status: labels["status"]})
+	err = records.relabel(ctx, relabelled)
+	w.done(err)
+	if err != nil {
 		if apierrors.IsConflict(err) {
 			return fail(fmt.Errorf("its record changed meanwhile; nothing written: %w", err))
 		}

@@ -38,7 +38,19 @@ type expectation struct {
 	release string
 	labels  map[string]string // the release labels written (autox's), for lookups by spec
 	status  string            // the status label written; "" for a deletion
-	at      time.Time
+	// at is when the write was registered, and once it succeeded, when it
+	// ended: expectationTTL counts from there, so a write held long in the
+	// API server's queues does not stop counting as soon as it lands.
+	at time.Time
+	// prev is the write of the same record this one replaced before the
+	// index showed it: should this one fail, that one is still to be shown.
+	prev *expectation
+}
+
+// shows reports whether the index's view of a record (its status label, or
+// its deletion) is what x wrote.
+func (x expectation) shows(status string, deleted bool) bool {
+	return deleted == (x.status == "") && (deleted || status == x.status)
 }
 
 // expectationTTL bounds how long a write the index does not show is waited
@@ -53,25 +65,54 @@ func newExpectations() *expectations {
 	return &expectations{byNS: map[string]map[string]expectation{}, changed: make(chan struct{}), now: time.Now}
 }
 
-// expect registers a write of record key; the returned func withdraws it
-// (the write failed).
-func (e *expectations) expect(namespace, key string, x expectation) (withdraw func()) {
+// pendingWrite is one write registered with expect; done says how it ended.
+type pendingWrite struct {
+	e              *expectations
+	namespace, key string
+	x              expectation
+}
+
+// expect registers a write of record key, before it is made.
+func (e *expectations) expect(namespace, key string, x expectation) pendingWrite {
 	if e == nil {
-		return func() {}
+		return pendingWrite{}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	x.at = e.now()
+	now := e.now()
+	x.at = now
 	if e.byNS[namespace] == nil {
 		e.byNS[namespace] = map[string]expectation{}
 	}
+	if cur, ok := e.byNS[namespace][key]; ok && now.Sub(cur.at) < expectationTTL {
+		x.prev = &cur
+	}
 	e.byNS[namespace][key] = x
-	return func() {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if cur, ok := e.byNS[namespace][key]; ok && cur.at.Equal(x.at) && cur.status == x.status {
-			e.drop(namespace, key)
-		}
+	return pendingWrite{e: e, namespace: namespace, key: key, x: x}
+}
+
+// done ends the write: a failed one (err) is withdrawn, and the write it
+// replaced, if the index has not shown that one yet, is expected again; a
+// successful one counts expectationTTL from now.
+func (w pendingWrite) done(err error) {
+	e := w.e
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cur, ok := e.byNS[w.namespace][w.key]
+	if !ok || !cur.at.Equal(w.x.at) || cur.status != w.x.status {
+		return // shown already, or replaced by a later write
+	}
+	switch {
+	case err == nil:
+		cur.at = e.now()
+		e.byNS[w.namespace][w.key] = cur
+	case cur.prev != nil:
+		e.byNS[w.namespace][w.key] = *cur.prev
+	default:
+		e.drop(w.namespace, w.key)
 	}
 }
 
@@ -90,8 +131,18 @@ func (e *expectations) seen(namespace string, obj interface{}, deleted bool) {
 	if !ok {
 		return
 	}
-	if deleted == (x.status == "") && (deleted || m.Labels["status"] == x.status) {
+	if x.shows(m.Labels["status"], deleted) {
 		e.drop(namespace, m.Name)
+		return
+	}
+	// An earlier write the index shows now, and those before it, need no
+	// longer be expected should the later one fail.
+	for p := &x; p.prev != nil; p = p.prev {
+		if p.prev.shows(m.Labels["status"], deleted) {
+			p.prev = nil
+			e.byNS[namespace][m.Name] = x
+			return
+		}
 	}
 }
 
@@ -208,29 +259,23 @@ type trackedDriver struct {
 }
 
 func (d *trackedDriver) Create(key string, rls helmrelease.Releaser) error {
-	withdraw := d.expect.expect(d.namespace, key, written(rls))
+	w := d.expect.expect(d.namespace, key, written(rls))
 	err := d.Driver.Create(key, rls)
-	if err != nil {
-		withdraw()
-	}
+	w.done(err)
 	return err
 }
 
 func (d *trackedDriver) Update(key string, rls helmrelease.Releaser) error {
-	withdraw := d.expect.expect(d.namespace, key, written(rls))
+	w := d.expect.expect(d.namespace, key, written(rls))
 	err := d.Driver.Update(key, rls)
-	if err != nil {
-		withdraw()
-	}
+	w.done(err)
 	return err
 }
 
 func (d *trackedDriver) Delete(key string) (helmrelease.Releaser, error) {
-	withdraw := d.expect.expect(d.namespace, key, expectation{release: releaseOfKey(key)})
+	w := d.expect.expect(d.namespace, key, expectation{release: releaseOfKey(key)})
 	rls, err := d.Driver.Delete(key)
-	if err != nil {
-		withdraw()
-	}
+	w.done(err)
 	return rls, err
 }
 
