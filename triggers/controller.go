@@ -169,6 +169,8 @@ func (c *Controller) Config() *config.Config { return c.state.Config() }
 func (c *Controller) Run(ctx context.Context) error {
 	// A process that no longer leads knows nothing of the releases.
 	defer c.opts.Metrics.endTerm()
+	// Its reconciles in flight count for every pass of the state.
+	defer c.state.track(&c.inFlight)()
 	// From the stop on, no worker starts a reconcile, whatever is queued.
 	stopStopping := context.AfterFunc(ctx, func() { c.stopping.Store(true) })
 	defer stopStopping()

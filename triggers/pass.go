@@ -33,8 +33,9 @@ func (c *Controller) runPass(ctx context.Context) {
 		c.opts.Records.Watch(ctx, gcNamespaces)
 	}
 	// What the listing below can speak for: nothing a reconcile still
-	// running under an older config may write later.
-	safeSince := c.oldestInFlight(started)
+	// running under an older config may write later, this controller's or
+	// another's of the same state (another shard's of this replica).
+	safeSince := c.state.oldestInFlight(started)
 	requestsBefore := c.requestCount()
 	c.bulk.newPass(cfg)
 
@@ -123,18 +124,6 @@ func (c *Controller) survey(ctx context.Context, cfg *config.Config, gcNamespace
 		c.opts.Metrics.setReleases(verdict.ByStatus)
 	}
 	return verdict, true
-}
-
-// oldestInFlight is when the oldest running reconcile started, or now.
-func (c *Controller) oldestInFlight(now time.Time) time.Time {
-	oldest := now
-	c.inFlight.Range(func(_, v any) bool {
-		if t := v.(running).started; t.Before(oldest) {
-			oldest = t
-		}
-		return true
-	})
-	return oldest
 }
 
 func (c *Controller) requestCount() int64 {

@@ -33,12 +33,50 @@ type ConfigState struct {
 	// keeps the order its config gave (DESIGN §3, "Order"). A release spec
 	// back in the config leaves it.
 	departed map[string]map[string][]string
-	now      func() time.Time
+	// running are the reconciles in flight of every controller sharing the
+	// state (with --shards, each held shard's; Controller.inFlight): a
+	// pass of one shard must not forget a namespace that a reconcile of
+	// another, begun under the config before its drop, may still write to.
+	running map[*sync.Map]bool
+	now     func() time.Time
 }
 
 // NewConfigState starts with cfg in force.
 func NewConfigState(cfg *config.Config) *ConfigState {
-	return &ConfigState{cfg: cfg, dropped: map[string]time.Time{}, forgotten: map[string]bool{}, departed: map[string]map[string][]string{}, now: time.Now}
+	return &ConfigState{cfg: cfg, dropped: map[string]time.Time{}, forgotten: map[string]bool{}, departed: map[string]map[string][]string{},
+		running: map[*sync.Map]bool{}, now: time.Now}
+}
+
+// track makes the reconciles in flight of one controller (queue key →
+// running) count for every pass of the state (oldestInFlight) until
+// untrack.
+func (s *ConfigState) track(inFlight *sync.Map) (untrack func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.running[inFlight] = true
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.running, inFlight)
+	}
+}
+
+// oldestInFlight is when the oldest reconcile in flight of any controller
+// of the state started, or now: what a listing at now can speak for
+// (Collected).
+func (s *ConfigState) oldestInFlight(now time.Time) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	oldest := now
+	for m := range s.running {
+		m.Range(func(_, v any) bool {
+			if t := v.(running).started; t.Before(oldest) {
+				oldest = t
+			}
+			return true
+		})
+	}
+	return oldest
 }
 
 // Config returns the config in force.

@@ -2,6 +2,7 @@ package triggers
 
 import (
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,6 +92,34 @@ func TestRecordRules(t *testing.T) {
 				t.Errorf("Record(%v) = %v, want %v", stored, got, tc.record)
 			}
 		})
+	}
+}
+
+// TestPassesCountEveryShardsReconciles: the passes of a replica's shards
+// share one state; a namespace dropped while a reconcile of one shard is in
+// flight (begun under the config that had it) is not forgotten by another
+// shard's pass, which has nothing in flight itself. Once that reconcile
+// ends (or its controller stops), a listing may forget it.
+func TestPassesCountEveryShardsReconciles(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	s := NewConfigState(namespaces("a", "b"))
+	var shardA, shardB sync.Map
+	untrackA := s.track(&shardA)
+	untrackB := s.track(&shardB)
+	defer untrackA()
+	shardB.Store("spec-in-b", running{started: t0})
+	s.now = func() time.Time { return t0.Add(time.Minute) }
+	s.Replace(namespaces("a")) // b dropped at t0+1m, after B's reconcile began
+	listed := t0.Add(2 * time.Minute)
+
+	s.Collected([]string{"b"}, s.oldestInFlight(listed)) // shard A's pass
+	if got := s.GCNamespaces(); !slices.Contains(got, "b") {
+		t.Fatalf("namespace b forgotten by one shard's pass while another shard's reconcile may still write there: %v", got)
+	}
+	untrackB() // B's term ended
+	s.Collected([]string{"b"}, s.oldestInFlight(listed))
+	if got := s.GCNamespaces(); slices.Contains(got, "b") {
+		t.Fatalf("namespace b still looked in after a listing found it empty with nothing in flight: %v", got)
 	}
 }
 
