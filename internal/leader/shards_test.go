@@ -135,25 +135,38 @@ func TestShardsSpreadAndMove(t *testing.T) {
 }
 
 func TestFairShareGate(t *testing.T) {
-	live := 1
-	g := &shareGate{fair: func() int { return shard.Count(4).FairShare(live) }, ready: func() bool { return true }}
+	live, ready := 1, false
+	g := &shareGate{fair: func() int { return shard.Count(4).FairShare(live) }, ready: func() bool { return ready }}
+	if g.room() || g.take() {
+		t.Fatal("room before the replicas were counted")
+	}
+	ready = true
 	for i := 0; i < 4; i++ {
+		if !g.room() {
+			t.Fatalf("no room for shard %d with one live replica", i)
+		}
 		if !g.take() {
 			t.Fatalf("take %d refused with one live replica", i)
 		}
 	}
-	if g.take() {
-		t.Fatal("a fifth shard taken")
+	if g.room() || g.take() {
+		t.Fatal("room for a fifth shard")
 	}
 	live = 3
 	g.give()
 	g.give()
-	if g.take() {
-		t.Fatal("a third shard taken with ⌈4/3⌉ = 2")
+	if g.room() || g.take() {
+		t.Fatal("room for a third shard with ⌈4/3⌉ = 2")
 	}
 	g.give()
-	if !g.take() {
+	if !g.room() {
 		t.Fatal("no room with 1 of 2 held")
+	}
+	if !g.take() {
+		t.Fatal("take refused with 1 of 2 held")
+	}
+	if g.room() {
+		t.Fatal("room after taking the second of 2")
 	}
 }
 

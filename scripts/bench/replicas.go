@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +25,8 @@ type replica struct {
 	p        *process
 	args     []string
 	addr, id string
+	// pprof is its --pprof-addr: its heap is read there.
+	pprof string
 }
 
 // replicaResults are the run's figures.
@@ -33,9 +37,10 @@ type replicaResults struct {
 	Requests []int64
 	RSS      []int64
 	// QuietRSS is each replica's peak RSS over two resync periods after
-	// convergence: what a replica keeps for its held shards, without the
-	// installs' working memory.
-	QuietRSS []int64
+	// convergence; LiveHeap its heap in use right after a collection at
+	// their end: what a replica keeps for its held shards, without the
+	// installs' working memory (RSS keeps the pages the convergence grew).
+	QuietRSS, LiveHeap []int64
 	Held     spread
 	// Per killed shard: kill → held by a live replica; kill → its first
 	// complete pass under the new holder.
@@ -71,7 +76,11 @@ func (b *run) replicaRun(ctx context.Context) error {
 		if err != nil {
 			return nil, err
 		}
-		x := &replica{args: replicaArgs(base, addr, o.shards), addr: addr}
+		pprofAddr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		x := &replica{args: append(replicaArgs(base, addr, o.shards), "--pprof-addr", pprofAddr), addr: addr, pprof: pprofAddr}
 		if x.p, err = startAutox(ctx, b.autox, x.args); err != nil {
 			return nil, err
 		}
@@ -128,6 +137,11 @@ func (b *run) replicaRun(ctx context.Context) error {
 	}
 	for _, x := range live {
 		rr.QuietRSS = append(rr.QuietRSS, x.p.peakRSS())
+		h, err := liveHeap(x.pprof)
+		if err != nil {
+			return fmt.Errorf("replicas: heap of %s: %w", x.id, err)
+		}
+		rr.LiveHeap = append(rr.LiveHeap, h)
 	}
 	before, err := readRecords(ctx, b.cluster.Client, "bench")
 	if err != nil {
@@ -390,7 +404,8 @@ func (r results) replicaTable(o options) string {
 	fmt.Fprintf(&b, "| API requests per release installed, all replicas | %.2f | |\n", float64(reqs)/float64(r.Releases))
 	fmt.Fprintf(&b, "| API requests per replica at convergence | %s | |\n", joinInts(rr.Requests, func(n int64) string { return strconv.FormatInt(n, 10) }))
 	fmt.Fprintf(&b, "| peak RSS per replica, cold convergence | %s | |\n", joinInts(rr.RSS, mib))
-	fmt.Fprintf(&b, "| peak RSS per replica, two quiet --resync periods after convergence | %s | falls with replicas |\n", joinInts(rr.QuietRSS, mib))
+	fmt.Fprintf(&b, "| peak RSS per replica, two quiet --resync periods after convergence | %s | |\n", joinInts(rr.QuietRSS, mib))
+	fmt.Fprintf(&b, "| heap in use per replica right after a collection, then | %s | falls with replicas |\n", joinInts(rr.LiveHeap, mib))
 	fmt.Fprintf(&b, "| shards per replica after convergence | %s | ⌈%d / %d⌉ = %d at most |\n", rr.Held, rr.Shards, rr.Replicas, fairShare(rr.Shards, rr.Replicas))
 	if len(rr.HeldAgain) > 0 {
 		fmt.Fprintf(&b, "| kill -9 → a killed replica's shard held again: p50 / p99 (%d shards over %d kills) | %s / %s | within the Lease duration (+ retry period) |\n",
@@ -420,4 +435,25 @@ func joinInts(v []int64, f func(int64) string) string {
 		parts[i] = f(n)
 	}
 	return strings.Join(parts, " / ")
+}
+
+// liveHeap is the heap in use of the autox serving profiles at addr right
+// after a collection it is asked to run (the heap profile's gc=1), from
+// the runtime's statistics at the end of the profile's text form.
+func liveHeap(addr string) (int64, error) {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/heap?gc=1&debug=1")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, errors.New("no HeapAlloc in the heap profile")
 }
