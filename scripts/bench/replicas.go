@@ -41,7 +41,7 @@ type replicaResults struct {
 	// their end: what a replica keeps for its held shards, without the
 	// installs' working memory (RSS keeps the pages the convergence grew).
 	QuietRSS, LiveHeap []int64
-	Held     spread
+	Held               spread
 	// Per killed shard: kill → held by a live replica; kill → its first
 	// complete pass under the new holder.
 	HeldAgain, Reconciled []time.Duration
