@@ -211,6 +211,23 @@ func (b *bulkReads) Listing(ctx context.Context, cfg *config.Config, k observe.L
 		for name, read := range objs {
 			b.objs[bulkObject{Group: k.GVR.Group, Resource: k.GVR.Resource, Namespace: k.Namespace, Name: name}] = bulkEntry{list: l, read: read}
 		}
+		// Once too old to stand in for a GET, the LIST's objects are
+		// dropped rather than kept until the next pass: at 10,000
+		// triggers they were some 10 MB, and with --shards every held
+		// shard's controller keeps its own copy of every LIST.
+		time.AfterFunc(bulkReadMaxAge+time.Second, func() { b.expire(l) })
+	}
+}
+
+// expire drops the objects of LIST l; what a reconcile asks of them after
+// is read with a GET, as bulkReadOK would have said of a LIST that old.
+func (b *bulkReads) expire(l *bulkList) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, e := range b.objs {
+		if e.list == l {
+			delete(b.objs, id)
+		}
 	}
 }
 
