@@ -178,19 +178,32 @@ func (e *expectations) settled(ctx context.Context, namespace, name string) bool
 	if e == nil {
 		return true
 	}
+	return e.await(ctx, func() (bool, <-chan struct{}) {
+		names, changed := e.pending(namespace, nil)
+		return !names[name], changed
+	})
+}
+
+// await checks cond now and at each change of the expectations, for at
+// most awaitOwnWrites; false when it did not hold by then, or ctx ended.
+// cond returns the channel its answer holds until (pending's).
+func (e *expectations) await(ctx context.Context, cond func() (bool, <-chan struct{})) bool {
+	ok, changed := cond()
+	if ok {
+		return true
+	}
 	timeout := time.NewTimer(awaitOwnWrites)
 	defer timeout.Stop()
 	for {
-		names, changed := e.pending(namespace, nil)
-		if !names[name] {
-			return true
-		}
 		select {
 		case <-changed:
 		case <-timeout.C:
 			return false
 		case <-ctx.Done():
 			return false
+		}
+		if ok, changed = cond(); ok {
+			return true
 		}
 	}
 }
@@ -213,25 +226,12 @@ func (e *expectations) caughtUp(ctx context.Context, namespace string) bool {
 
 // caughtUpWith is caughtUp for the writes pending on the records keys.
 func (e *expectations) caughtUpWith(ctx context.Context, namespace string, keys map[string]bool) bool {
-	waiting, changed := e.pendingKeys(namespace, keys)
-	if len(waiting) == 0 {
-		return true
-	}
-	timeout := time.NewTimer(awaitOwnWrites)
-	defer timeout.Stop()
-	for {
-		select {
-		case <-changed:
-		case <-timeout.C:
-			return false
-		case <-ctx.Done():
-			return false
-		}
+	waiting := keys
+	return e.await(ctx, func() (bool, <-chan struct{}) {
+		var changed <-chan struct{}
 		waiting, changed = e.pendingKeys(namespace, waiting)
-		if len(waiting) == 0 {
-			return true
-		}
-	}
+		return len(waiting) == 0, changed
+	})
 }
 
 // pendingKeys returns the record keys of namespace with a write not yet
