@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -328,14 +329,21 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return true // stopping: drain without starting anything
 	}
 	// The reconcile runs under the config read here, and its liveness
-	// limit comes from the same config.
+	// limit comes from the same config. It counts as in flight from before
+	// that read: a pass (of any shard) that lists after a config change
+	// must see it begun before the change, or it could forget a namespace
+	// the change dropped and this reconcile, under the old config, may
+	// still write to (ConfigState.Collected).
+	started := time.Now()
+	c.inFlight.Store(name, running{started: started, limit: time.Duration(math.MaxInt64)})
 	cfg := c.Config()
 	if !c.opts.Shard.OwnsKey(cfg, name) {
 		// Another shard's: its holder reconciles it.
+		c.inFlight.Delete(name)
 		c.pass.done(name)
 		return true
 	}
-	c.inFlight.Store(name, running{started: time.Now(), limit: livenessLimit(cfg, name, c.rec.Observer().Defaults())})
+	c.inFlight.Store(name, running{started: started, limit: livenessLimit(cfg, name, c.rec.Observer().Defaults())})
 	follow, err := c.rec.ReconcileUnder(ctx, cfg, name)
 	c.inFlight.Delete(name)
 	if errors.Is(err, ErrBusy) {
