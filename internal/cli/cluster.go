@@ -102,7 +102,7 @@ func (c *clusterFlags) connect(version string, log zerolog.Logger) (*clusterDeps
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	rc, err := c.restConfig(version, log)
+	rc, err := c.restConfig(userAgent(version, ""), log)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +218,7 @@ func (c *clusterFlags) keyrings(client kubernetes.Interface) chartsource.Keyring
 // priority and fairness, GA since Kubernetes 1.29) do: the server queues and
 // sheds load per flow itself, and autox's requests in flight are bounded by
 // its workers (each makes its requests one after another).
-func (c *clusterFlags) restConfig(version string, log zerolog.Logger) (*rest.Config, error) {
+func (c *clusterFlags) restConfig(agent string, log zerolog.Logger) (*rest.Config, error) {
 	var (
 		cfg *rest.Config
 		err error
@@ -244,8 +244,18 @@ func (c *clusterFlags) restConfig(version string, log zerolog.Logger) (*rest.Con
 	cfg.Wrap(apistatus.Transport)
 	cfg.Wrap(countRequests)
 	handleWarnings(cfg, log)
-	cfg.UserAgent = "autox/" + version
+	cfg.UserAgent = agent
 	return cfg, nil
+}
+
+// userAgent is the user agent of autox's API requests: "autox/<version>",
+// and for run the process's identity (its Leases' holder identity) in
+// parentheses, so that an audit log tells the replicas apart.
+func userAgent(version, identity string) string {
+	if identity == "" {
+		return "autox/" + version
+	}
+	return "autox/" + version + " (" + identity + ")"
 }
 
 // rememberManaged puts the namespaces the instance has recorded into state,

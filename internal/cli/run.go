@@ -205,10 +205,14 @@ type runner struct {
 	metrics  runMetrics
 	// base is the REST config every client is built from; charts the chart
 	// cache every term shares; backoff the retry delays of failing specs.
-	base    *rest.Config
-	charts  *chartsource.ChartCache
-	backoff *triggers.Backoff
-	leading atomic.Bool
+	base   *rest.Config
+	charts *chartsource.ChartCache
+	// identity names this process in the Leases and in the user agent of
+	// its API requests: the audit log of a cluster with several replicas
+	// tells which one made each write.
+	identity string
+	backoff  *triggers.Backoff
+	leading  atomic.Bool
 	// shared are the replica's watches and record index, which the
 	// controllers of the shards it holds share (--shards above 1 only).
 	shared *sharedWatches
@@ -260,7 +264,12 @@ func (r *runner) registerMetrics() error {
 // the Lease's client, which it returns.
 func (r *runner) connect() (kubernetes.Interface, error) {
 	f := r.f
-	base, err := f.clusterFlags.restConfig(r.version, r.log)
+	id, err := leader.NewIdentity()
+	if err != nil {
+		return nil, err
+	}
+	r.identity = id
+	base, err := f.clusterFlags.restConfig(userAgent(r.version, id), r.log)
 	if err != nil {
 		return nil, err
 	}
@@ -344,7 +353,7 @@ func (r *runner) elect(ctx context.Context, leaseClient kubernetes.Interface) er
 	opts := leader.Options{
 		Client: leaseClient, Namespace: f.leaderElectionNamespace, Name: f.leaderElectID,
 		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
-		OnLeading: r.leading.Store, Metrics: r.metrics.leader, Log: r.log,
+		OnLeading: r.leading.Store, Metrics: r.metrics.leader, Log: r.log, Identity: r.identity,
 	}
 	if n := shard.Count(f.shards); n.Sharded() {
 		shared, err := r.newSharedWatches(ctx)

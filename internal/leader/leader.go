@@ -39,6 +39,11 @@ type Options struct {
 	// Metrics (optional) shows leadership and counts refused writes.
 	Metrics *Metrics
 	Log     zerolog.Logger
+	// Identity is this process's name in the Leases it holds (NewIdentity);
+	// empty: a new one. The caller that makes it first can also put it in
+	// its API requests' user agent, so that an audit log tells which
+	// replica wrote what.
+	Identity string
 
 	// gate, for a shard Lease (RunShards), decides whether this process
 	// may take the Lease; nil: always.
@@ -77,7 +82,7 @@ func Run(ctx context.Context, opts Options, lead Lead) error {
 	if err := opts.checkTiming(); err != nil {
 		return err
 	}
-	id, err := identity()
+	id, err := opts.identity()
 	if err != nil {
 		return err
 	}
@@ -394,6 +399,14 @@ func onClose(ch <-chan struct{}, f func()) (stop func()) {
 	}
 }
 
+// identity is opts.Identity, or a new one.
+func (o Options) identity() (string, error) {
+	if o.Identity != "" {
+		return o.Identity, nil
+	}
+	return NewIdentity()
+}
+
 func (o Options) notify(leading bool) {
 	o.Metrics.setLeading(leading)
 	if o.OnLeading != nil {
@@ -401,7 +414,9 @@ func (o Options) notify(leading bool) {
 	}
 }
 
-func identity() (string, error) {
+// NewIdentity makes a process identity for the Leases: the hostname (a
+// pod's name) and a random suffix, since replicas may share a host.
+func NewIdentity() (string, error) {
 	host, err := os.Hostname()
 	if err != nil {
 		return "", fmt.Errorf("cannot read the hostname for the leader identity: %w", err)

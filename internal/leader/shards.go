@@ -36,7 +36,7 @@ func RunShards(ctx context.Context, opts Options, n shard.Count, onShard func(in
 	if err := opts.checkTiming(); err != nil {
 		return err
 	}
-	id, err := identity()
+	id, err := opts.identity()
 	if err != nil {
 		return err
 	}

@@ -23,13 +23,17 @@ import (
 
 // auditPolicy logs the metadata of writes once they are answered, and the
 // request of deletes: a delete says it is a dry run in its body (its
-// DeleteOptions), where other writes say so in the URL.
+// DeleteOptions), where other writes say so in the URL. Writes of Leases
+// keep their body too: who held a Lease, renewed when, for how long.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived, ResponseStarted]
 rules:
   - level: Request
     verbs: [delete, deletecollection]
+  - level: Request
+    verbs: [create, update, patch]
+    resources: [{group: coordination.k8s.io, resources: [leases]}]
   - level: Metadata
     verbs: [create, update, patch]
   - level: None
@@ -64,6 +68,14 @@ type Write struct {
 	Namespace, Name string
 	Code            int
 	DryRun          bool
+	// UserAgent is the client's, as it sent it.
+	UserAgent string
+	// Received and Completed are when the API server received the request
+	// and answered it.
+	Received, Completed time.Time
+	// Body is the request's object where the policy logs it (a delete's
+	// options, a Lease), else nil.
+	Body json.RawMessage
 }
 
 // Writer is the identity the API server authorized the write as: the
@@ -77,8 +89,11 @@ func (w Write) Writer() string {
 
 // auditEvent is the part of an audit.k8s.io/v1 Event that Write holds.
 type auditEvent struct {
-	Verb       string `json:"verb"`
-	RequestURI string `json:"requestURI"`
+	Verb       string    `json:"verb"`
+	RequestURI string    `json:"requestURI"`
+	UserAgent  string    `json:"userAgent"`
+	Received   time.Time `json:"requestReceivedTimestamp"`
+	Completed  time.Time `json:"stageTimestamp"`
 	User       struct {
 		Username string `json:"username"`
 	} `json:"user"`
@@ -94,9 +109,15 @@ type auditEvent struct {
 	ResponseStatus *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
-	RequestObject *struct {
+	RequestObject json.RawMessage `json:"requestObject"`
+}
+
+// dryRun reports whether a request object (DeleteOptions) says dry run.
+func dryRun(body json.RawMessage) bool {
+	var o struct {
 		DryRun []string `json:"dryRun"`
-	} `json:"requestObject"`
+	}
+	return len(body) > 0 && json.Unmarshal(body, &o) == nil && len(o.DryRun) > 0
 }
 
 // Writes returns the writes in the cluster's audit log that keep accepts.
@@ -120,7 +141,8 @@ func (c *Cluster) Writes(keep func(Write) bool) ([]Write, error) {
 		}
 		w := Write{Verb: e.Verb, User: e.User.Username, Group: e.ObjectRef.APIGroup, Resource: e.ObjectRef.Resource,
 			Namespace: e.ObjectRef.Namespace, Name: e.ObjectRef.Name,
-			DryRun: strings.Contains(e.RequestURI, "dryRun=") || e.RequestObject != nil && len(e.RequestObject.DryRun) > 0}
+			DryRun:    strings.Contains(e.RequestURI, "dryRun=") || dryRun(e.RequestObject),
+			UserAgent: e.UserAgent, Received: e.Received, Completed: e.Completed, Body: e.RequestObject}
 		if e.ImpersonatedUser != nil {
 			w.As = e.ImpersonatedUser.Username
 		}
