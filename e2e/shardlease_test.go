@@ -44,7 +44,9 @@ func TestShardWritesOnlyUnderTheirLease(t *testing.T) {
 	var ps []*testenv.Process
 	var ids []string
 	for i := 0; i < 3; i++ {
-		p := e.run(cfg, "--shards", strconv.Itoa(shards), "--kubeconfig", kubeconfig)
+		// An upgrade the frozen replica left pending is a lock for
+		// --helm-timeout + 30s (design §5): 2s keeps the wait short.
+		p := e.run(cfg, "--shards", strconv.Itoa(shards), "--kubeconfig", kubeconfig, "--helm-timeout", "2s")
 		ps = append(ps, p)
 		ids = append(ids, e.identityOf(p))
 	}
