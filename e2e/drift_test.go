@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,16 +52,24 @@ func TestDriftCorrected(t *testing.T) {
 		return *d.Spec.Replicas
 	}
 	// Scale until the loop watches: a scale before its watch started is
-	// seen by its periodic check only (an hour away).
-	// (each poll scales to another count, a new generation the watch sees).
+	// seen by its periodic check only (an hour away). Each scale (to
+	// another count, a new generation the watch sees) is given a few
+	// seconds to be put back and its Event to be sent (asynchronously): a
+	// scale at every poll would race the correction's conditional write
+	// and the Event on a loaded machine.
 	n := int32(2)
+	var scaled time.Time
 	testenv.Eventually(t, patience, "the scaled Deployment put back", func() (bool, error) {
 		reasons, _ := e.events("web")
 		if reasons["DriftCorrected"] && replicas() == 1 {
 			return true, nil
 		}
+		if time.Since(scaled) < 5*time.Second {
+			return false, nil
+		}
 		n = 5 - n // 2, 3, 2, ...
 		scale(n)
+		scaled = time.Now()
 		return false, nil
 	})
 	_, text := e.events("web")
