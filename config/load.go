@@ -117,7 +117,9 @@ func Parse(data []byte, dir string) (*Config, error) {
 		return nil, &Error{Problems: []Problem{{Message: fmt.Sprintf("the file must be a YAML map with `namespaces` and `specs`, got %s", describe(tree))}}}
 	}
 	var problems []Problem
-	checkKeys(data, &problems)
+	if mayHaveNonStringKeys(tree) {
+		checkKeys(data, &problems)
+	}
 	checkShape(tree, reflect.TypeOf(Config{}), location{}, &problems)
 	if m, ok := tree.(map[string]interface{}); ok {
 		if _, has := m["specs"]; !has {
@@ -144,6 +146,38 @@ func Parse(data []byte, dir string) (*Config, error) {
 		return nil, &Error{Problems: problems}
 	}
 	return cfg, nil
+}
+
+// mayHaveNonStringKeys reports whether tree, the file as JSON, has a key
+// (outside values, as checkKeys) that a YAML key read as something other
+// than a string becomes in the conversion to JSON: true, false, a number,
+// .inf, -.inf or .nan. Only then does checkKeys need to parse the YAML
+// again — for a file of 10,000 specs, a third of its load.
+func mayHaveNonStringKeys(tree interface{}) bool {
+	switch v := tree.(type) {
+	case map[string]interface{}:
+		for k, child := range v {
+			switch k {
+			case "true", "false", ".inf", "-.inf", ".nan":
+				return true
+			case "values":
+				continue
+			}
+			if _, err := strconv.ParseFloat(k, 64); err == nil {
+				return true
+			}
+			if mayHaveNonStringKeys(child) {
+				return true
+			}
+		}
+	case []interface{}:
+		for _, child := range v {
+			if mayHaveNonStringKeys(child) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkKeys reports map keys that YAML 1.1 reads as something other than a
