@@ -15,12 +15,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // ModuleRoot returns the directory of autox's go.mod, found from the working
@@ -86,6 +88,9 @@ func start(audited bool) (*Cluster, error) {
 		return nil, err
 	}
 	reapOrphans(assets)
+	// envtest logs through controller-runtime's logger; unset, its first
+	// use prints a warning with a stack to stderr (the bench, the demo).
+	ctrllog.SetLogger(logr.Discard())
 	env := &envtest.Environment{BinaryAssetsDirectory: assets, ControlPlaneStopTimeout: 30 * time.Second}
 	// Room for thousands of Services (the test chart has one): the default
 	// range has 254 addresses. Nothing is routed; the API server only allocates.
