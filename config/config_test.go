@@ -132,6 +132,8 @@ func TestInvalid(t *testing.T) {
 `, []string{`specs.b.releaseSpecs.w.releaseName: release "a-x" in namespace "default" is already used by specs.a.releaseSpecs.x`}},
 		{"unquoted y as an id", strings.Replace(base, "      x: {chart", "      y: {chart", 1),
 			[]string{"specs.a.releaseSpecs: the key true is read as a bool", "quote the key"}},
+		{"unquoted number as an id", strings.Replace(base, "      x: {chart", "      1.10: {chart", 1),
+			[]string{"specs.a.releaseSpecs: the key 1.1 is read as a float64", "quote the key"}},
 		{"wrong type", "namespaces: default\nspecs: []\n", []string{"namespaces: must be a list", "specs: must be a map"}},
 
 		// A key with no value (YAML null) where a value is required: a file cut

@@ -39,3 +39,24 @@ func BenchmarkParse10000Specs(b *testing.B) {
 		}
 	}
 }
+
+// TestMayHaveNonStringKeys: the second YAML parse is skipped only for a
+// file none of whose keys outside values can have been a bool or a number.
+func TestMayHaveNonStringKeys(t *testing.T) {
+	for _, tc := range []struct {
+		tree interface{}
+		want bool
+	}{
+		{map[string]interface{}{"specs": map[string]interface{}{"t0001": map[string]interface{}{"releaseSpecs": map[string]interface{}{"r0": nil}}}}, false},
+		{map[string]interface{}{"specs": map[string]interface{}{"a": map[string]interface{}{"values": map[string]interface{}{"true": 1, "1.5": 2}}}}, false},
+		{map[string]interface{}{"specs": map[string]interface{}{"a": map[string]interface{}{"releaseSpecs": map[string]interface{}{"true": nil}}}}, true},
+		{map[string]interface{}{"specs": map[string]interface{}{"1.1": nil}}, true},
+		{map[string]interface{}{"specs": map[string]interface{}{"-7": nil}}, true},
+		{map[string]interface{}{"specs": map[string]interface{}{".nan": nil}}, true},
+		{map[string]interface{}{"namespaces": []interface{}{map[string]interface{}{"false": 1}}}, true},
+	} {
+		if got := mayHaveNonStringKeys(tc.tree); got != tc.want {
+			t.Errorf("mayHaveNonStringKeys(%v) = %v, want %v", tc.tree, got, tc.want)
+		}
+	}
+}
