@@ -224,6 +224,45 @@ func (e *expectations) caughtUp(ctx context.Context, namespace string) bool {
 	return e.caughtUpWith(ctx, namespace, inFlight)
 }
 
+// caughtUpEach is caughtUp for several namespaces at once: it takes the
+// writes of each that are pending at the call, waits for all of them
+// together (at most awaitOwnWrites in all, not per namespace), and reports
+// the namespaces whose writes the index has shown; the others are to be
+// read live.
+func (e *expectations) caughtUpEach(ctx context.Context, namespaces []string) map[string]bool {
+	out := make(map[string]bool, len(namespaces))
+	if e == nil {
+		for _, ns := range namespaces {
+			out[ns] = true
+		}
+		return out
+	}
+	waiting := make(map[string]map[string]bool, len(namespaces))
+	for _, ns := range namespaces {
+		waiting[ns], _ = e.pendingKeys(ns, nil)
+	}
+	e.await(ctx, func() (bool, <-chan struct{}) {
+		var first <-chan struct{}
+		all := true
+		for ns, keys := range waiting {
+			var changed <-chan struct{}
+			waiting[ns], changed = e.pendingKeys(ns, keys)
+			if first == nil {
+				// The channel of the first read: a change after it,
+				// which a later namespace's read might not show,
+				// has closed it.
+				first = changed
+			}
+			all = all && len(waiting[ns]) == 0
+		}
+		return all, first
+	})
+	for _, ns := range namespaces {
+		out[ns] = len(waiting[ns]) == 0 && ctx.Err() == nil
+	}
+	return out
+}
+
 // caughtUpWith is caughtUp for the writes pending on the records keys.
 func (e *expectations) caughtUpWith(ctx context.Context, namespace string, keys map[string]bool) bool {
 	waiting := keys

@@ -117,3 +117,49 @@ func TestExpectationTTLCountsFromTheWritesEnd(t *testing.T) {
 		t.Fatal("a write that just ended is no longer expected: its TTL ran from its start")
 	}
 }
+
+// TestCaughtUpEachWaitsForEveryNamespaceAtOnce: the inventory waits for the
+// writes in flight at its call in all namespaces together, and sends to a
+// live read only the namespaces whose writes the index has not shown.
+func TestCaughtUpEachWaitsForEveryNamespaceAtOnce(t *testing.T) {
+	ctx := context.Background()
+	const a, b, c = "sh.helm.release.v1.a.v1", "sh.helm.release.v1.b.v1", "sh.helm.release.v1.c.v1"
+	e := newExpectations()
+	e.expect("one", a, expectation{release: "a", status: "pending-install"})
+	e.expect("two", b, expectation{release: "b", status: "pending-install"})
+	done := make(chan map[string]bool, 1)
+	started := make(chan struct{})
+	go func() {
+		close(started)
+		done <- e.caughtUpEach(ctx, []string{"one", "two", "three"})
+	}()
+	<-started
+	time.Sleep(50 * time.Millisecond) // the call has taken what is in flight
+	// Written after the call: not waited for.
+	e.expect("two", c, expectation{release: "c", status: "pending-install"})
+	e.seen("one", recordShown(a, "pending-install"), false)
+	select {
+	case got := <-done:
+		t.Fatalf("caught up (%v) before namespace two's write in flight was shown", got)
+	case <-time.After(100 * time.Millisecond):
+	}
+	e.seen("two", recordShown(b, "pending-install"), false)
+	select {
+	case got := <-done:
+		if !got["one"] || !got["two"] || !got["three"] {
+			t.Fatalf("caught up: %v, want every namespace", got)
+		}
+	case <-time.After(awaitOwnWrites / 2):
+		t.Fatal("still waiting once the writes in flight at the call were shown")
+	}
+
+	// c is never shown: namespace two alone is read live.
+	got := e.caughtUpEach(ctx, []string{"one", "two", "three"})
+	if !got["one"] || got["two"] || !got["three"] {
+		t.Errorf("caught up: %v, want one and three, not two", got)
+	}
+	var none *expectations
+	if got := none.caughtUpEach(ctx, []string{"x"}); !got["x"] {
+		t.Errorf("without expectations: %v", got)
+	}
+}

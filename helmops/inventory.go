@@ -37,9 +37,46 @@ func (m *Manager) NewInventory() (*Inventory, error) {
 // describes that revision. Every namespace is read; when some cannot be, the
 // others' records are returned with a *NamespacesError, and a caller must not
 // take the failed namespaces' missing records for "nothing exists".
+//
+// It reads the metadata of every Helm record of each namespace,
+// autox-labelled or not: from the index when it can vouch for the namespace,
+// else in one LIST. Only then is a release's newest revision known. A
+// selector on autox's labels would find a release whose newest revision
+// someone wrote without them (helm upgrade --labels with the spec label set
+// to null, an old Helm client) by its older revisions, and autox would act on
+// a release it no longer owns.
+//
+// What the Inventory answers is read-your-writes, as a LIST is (a pass must
+// not find a namespace empty of the release a reconcile that just ended
+// wrote there, and forget the namespace): a namespace's index is read once
+// it shows every write of this process to the namespace that was in flight
+// at the call (expectations.caughtUpEach, at most awaitOwnWrites for all
+// namespaces together), else the namespace is listed live. During a cold
+// convergence some write is always in flight, so waiting for none at all
+// sent every pass to a LIST of every record of the namespace.
 func (inv *Inventory) Managed(ctx context.Context, namespaces []string) ([]format.Record, error) {
+	var fromIndex map[string]bool
+	var ix *RecordIndex
+	if inv.manager != nil {
+		// The writes in flight now, in every namespace the index can
+		// serve, are waited for together: a namespace whose index never
+		// shows one costs one wait in all, not one each.
+		ix = inv.manager.index.Load()
+		var served []string
+		for _, ns := range namespaces {
+			if ix.usable(ns) != nil {
+				served = append(served, ns)
+			}
+		}
+		fromIndex = ix.expectations().caughtUpEach(ctx, served)
+	}
 	out, err := eachNamespace(ctx, namespaces, func(ns string) ([]format.Record, error) {
-		return inv.namespace(ctx, ns)
+		if fromIndex[ns] {
+			if ri := ix.usable(ns); ri != nil {
+				return inv.records(ns, ri.all()), nil
+			}
+		}
+		return inv.list(ctx, ns)
 	})
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Namespace != out[j].Namespace {
@@ -50,29 +87,8 @@ func (inv *Inventory) Managed(ctx context.Context, namespaces []string) ([]forma
 	return out, err
 }
 
-// namespace reads the metadata of every Helm record in ns, autox-labelled or
-// not: from the index when it can vouch for ns, else in one LIST. Only then is
-// a release's newest revision known. A selector on autox's labels would find a
-// release whose newest revision someone wrote without them (helm upgrade
-// --labels with the spec label set to null, an old Helm client) by its older
-// revisions, and autox would act on a release it no longer owns.
-//
-// What the Inventory answers is read-your-writes, as a LIST is (a pass must
-// not find a namespace empty of the release a reconcile that just ended
-// wrote there, and forget the namespace): the index is read once it shows
-// every write of this process to ns that was in flight at the call
-// (expectations.caughtUp, at most awaitOwnWrites), else ns is listed live.
-// During a cold convergence some write is always in flight, so waiting for
-// none at all sent every pass to a LIST of every record of the namespace.
-func (inv *Inventory) namespace(ctx context.Context, ns string) ([]format.Record, error) {
-	if inv.manager != nil {
-		ix := inv.manager.index.Load()
-		if ix.usable(ns) != nil && ix.expectations().caughtUp(ctx, ns) {
-			if ri := ix.usable(ns); ri != nil {
-				return inv.records(ns, ri.all()), nil
-			}
-		}
-	}
+// list reads the records of ns in one LIST.
+func (inv *Inventory) list(ctx context.Context, ns string) ([]format.Record, error) {
 	items, err := pages.Metadata(ctx, inv.meta.Resource(recordResource(inv.driver)).Namespace(ns), metav1.ListOptions{
 		LabelSelector: "owner=helm",
 	}, inv.pageSize)
