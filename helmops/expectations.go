@@ -230,35 +230,56 @@ func (e *expectations) caughtUp(ctx context.Context, namespace string) bool {
 // the namespaces whose writes the index has shown; the others are to be
 // read live.
 func (e *expectations) caughtUpEach(ctx context.Context, namespaces []string) map[string]bool {
-	out := make(map[string]bool, len(namespaces))
-	if e == nil {
-		for _, ns := range namespaces {
-			out[ns] = true
-		}
-		return out
-	}
-	waiting := make(map[string]map[string]bool, len(namespaces))
+	return e.awaitEach(ctx, e.pendingEach(namespaces))
+}
+
+// pendingEach is the record keys with a write pending in each namespace.
+func (e *expectations) pendingEach(namespaces []string) map[string]map[string]bool {
+	out := make(map[string]map[string]bool, len(namespaces))
 	for _, ns := range namespaces {
-		waiting[ns], _ = e.pendingKeys(ns, nil)
+		out[ns] = nil
+		if e != nil {
+			out[ns], _ = e.pendingKeys(ns, nil)
+		}
 	}
-	e.await(ctx, func() (bool, <-chan struct{}) {
-		var first <-chan struct{}
-		all := true
-		for ns, keys := range waiting {
-			var changed <-chan struct{}
-			waiting[ns], changed = e.pendingKeys(ns, keys)
-			if first == nil {
-				// The channel of the first read: a change after it,
-				// which a later namespace's read might not show,
-				// has closed it.
-				first = changed
+	return out
+}
+
+// awaitEach waits until the index has shown the writes of waiting (record
+// keys by namespace), at most awaitOwnWrites, and reports per namespace
+// whether it has.
+func (e *expectations) awaitEach(ctx context.Context, waiting map[string]map[string]bool) map[string]bool {
+	left := make(map[string]map[string]bool, len(waiting))
+	for ns, keys := range waiting {
+		if len(keys) > 0 {
+			left[ns] = keys
+		}
+	}
+	if len(left) > 0 {
+		e.await(ctx, func() (bool, <-chan struct{}) {
+			var first <-chan struct{}
+			for ns, keys := range left {
+				var changed <-chan struct{}
+				keys, changed = e.pendingKeys(ns, keys)
+				if first == nil {
+					// The channel of the first read: a change after
+					// it, which a later namespace's read might not
+					// show, has closed it.
+					first = changed
+				}
+				if len(keys) == 0 {
+					delete(left, ns) // not read again at the next change
+				} else {
+					left[ns] = keys
+				}
 			}
-			all = all && len(waiting[ns]) == 0
-		}
-		return all, first
-	})
-	for _, ns := range namespaces {
-		out[ns] = len(waiting[ns]) == 0 && ctx.Err() == nil
+			return len(left) == 0, first
+		})
+	}
+	out := make(map[string]bool, len(waiting))
+	for ns := range waiting {
+		_, pending := left[ns]
+		out[ns] = !pending && ctx.Err() == nil
 	}
 	return out
 }

@@ -127,14 +127,9 @@ func TestCaughtUpEachWaitsForEveryNamespaceAtOnce(t *testing.T) {
 	e := newExpectations()
 	e.expect("one", a, expectation{release: "a", status: "pending-install"})
 	e.expect("two", b, expectation{release: "b", status: "pending-install"})
+	inFlight := e.pendingEach([]string{"one", "two", "three"})
 	done := make(chan map[string]bool, 1)
-	started := make(chan struct{})
-	go func() {
-		close(started)
-		done <- e.caughtUpEach(ctx, []string{"one", "two", "three"})
-	}()
-	<-started
-	time.Sleep(50 * time.Millisecond) // the call has taken what is in flight
+	go func() { done <- e.awaitEach(ctx, inFlight) }()
 	// Written after the call: not waited for.
 	e.expect("two", c, expectation{release: "c", status: "pending-install"})
 	e.seen("one", recordShown(a, "pending-install"), false)

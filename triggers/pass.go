@@ -34,7 +34,10 @@ func (c *Controller) runPass(ctx context.Context) {
 	}
 	// What the listing below can speak for: nothing a reconcile still
 	// running under an older config may write later, this controller's or
-	// another's of the same state (another shard's of this replica).
+	// another's of the same state (another shard's of this replica). It
+	// must be taken before the inventory's read, which shows the writes
+	// of this process in flight at its call: a reconcile begun before
+	// safeSince had ended, its writes registered, before that call.
 	safeSince := c.state.oldestInFlight(started)
 	requestsBefore := c.requestCount()
 	c.bulk.newPass(cfg)
