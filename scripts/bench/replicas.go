@@ -33,8 +33,10 @@ type replica struct {
 type replicaResults struct {
 	Replicas, Shards int
 	Converge         time.Duration
-	// Requests, RSS and Held per replica at convergence (RSS the peak).
+	// Requests, RSS and Held per replica at convergence (RSS the peak);
+	// ByKind the requests of all replicas by verb and resource.
 	Requests []int64
+	ByKind   requestCounts
 	RSS      []int64
 	// QuietRSS is each replica's peak RSS over two resync periods after
 	// convergence; LiveHeap its heap in use right after a collection at
@@ -120,6 +122,12 @@ func (b *run) replicaRun(ctx context.Context) error {
 			return err
 		}
 		rr.Requests = append(rr.Requests, c.total())
+		if rr.ByKind == nil {
+			rr.ByKind = requestCounts{}
+		}
+		for k, n := range c {
+			rr.ByKind[k] += n
+		}
 		rr.RSS = append(rr.RSS, x.p.peakRSS())
 	}
 	if rr.Held, err = b.settle(ctx, live, 3*time.Minute); err != nil {
@@ -402,6 +410,9 @@ func (r results) replicaTable(o options) string {
 	}
 	fmt.Fprintf(&b, "| cold convergence, nothing → all deployed (replicas started together) | %s | |\n", secs(rr.Converge))
 	fmt.Fprintf(&b, "| API requests per release installed, all replicas | %.2f | |\n", float64(reqs)/float64(r.Releases))
+	for _, k := range rr.ByKind.sorted() {
+		fmt.Fprintf(&b, "| … %s %s | %.2f | |\n", k.verb, k.resource, float64(rr.ByKind[k])/float64(r.Releases))
+	}
 	fmt.Fprintf(&b, "| API requests per replica at convergence | %s | |\n", joinInts(rr.Requests, func(n int64) string { return strconv.FormatInt(n, 10) }))
 	fmt.Fprintf(&b, "| peak RSS per replica, cold convergence | %s | |\n", joinInts(rr.RSS, mib))
 	fmt.Fprintf(&b, "| peak RSS per replica, two quiet --resync periods after convergence | %s | |\n", joinInts(rr.QuietRSS, mib))
