@@ -88,6 +88,12 @@ func (c *Controller) runPass(ctx context.Context) {
 func (c *Controller) survey(ctx context.Context, cfg *config.Config, gcNamespaces []string, safeSince time.Time) (plan.Verdict, bool) {
 	obs := c.rec.Observer()
 	s := plan.Survey{Config: cfg, Claims: obs.Claims(cfg), Served: map[string][]format.Object{}, Noticed: map[string]bool{}}
+	if sh := c.opts.Shard; sh != nil {
+		// A shard's pass decides only its own keys, as processNext
+		// reconciles only those: the replica's other shards' passes
+		// decide theirs, each reading its own values sources.
+		s.Owns = func(key string) bool { return sh.OwnsKey(cfg, key) }
+	}
 	recs, err := c.opts.Inventory.Managed(ctx, gcNamespaces)
 	if ctx.Err() != nil {
 		return plan.Verdict{}, false // a failed read is no reason to queue anything
@@ -111,6 +117,9 @@ func (c *Controller) survey(ctx context.Context, cfg *config.Config, gcNamespace
 	s.Charts = make(map[string]map[string]plan.ChartID, len(cfg.Specs))
 	charts := observe.PassCharts{}
 	for name, spec := range cfg.Specs {
+		if !spec.Trigger.IsSelector() && s.Owns != nil && !s.Owns(name) {
+			continue // another shard's: not triaged here
+		}
 		s.Charts[name] = obs.ChartIDs(spec, cfg.Dir, charts)
 		if spec.Trigger.IsSelector() {
 			s.Served[name], _ = obs.Admissions().Served(name, observe.Identity(cfg, spec.Trigger))

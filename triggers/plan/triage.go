@@ -39,7 +39,15 @@ type Survey struct {
 	// Noticed are the keys in conflict or over the limit that a pass of
 	// this leadership term has already queued once.
 	Noticed map[string]bool
+	// Owns, if set, says whether a queue key (a named spec, an object of
+	// a selector spec) is the pass's to reconcile (its shard's): another
+	// shard's is neither triaged nor has its values sources read; nil:
+	// every key is.
+	Owns func(key string) bool
 }
+
+// owns reports whether key is the survey's to reconcile.
+func (s Survey) owns(key string) bool { return s.Owns == nil || s.Owns(key) }
 
 // Listing is what the live listings of one spec's trigger returned: every
 // object, keyed by namespace and name. OK is false when a listing failed;
@@ -107,12 +115,18 @@ func SourcesNeeded(s Survey) []SourceKey {
 			continue
 		}
 		if !spec.Trigger.IsSelector() {
+			if !s.owns(name) {
+				continue
+			}
 			if st, _ := Evaluate(spec.Trigger, l.Objects[namedObject(spec.Trigger)]); st.Wanted() {
 				need(spec)
 			}
 			continue
 		}
 		for _, o := range sortedObjects(l.Objects) {
+			if !s.owns(ObjectKey(name, o)) {
+				continue
+			}
 			if st, _ := Evaluate(spec.Trigger, l.Objects[o]); !st.Wanted() {
 				continue
 			}
@@ -184,6 +198,9 @@ func Triage(s Survey) Verdict {
 			triageSelector(s, name, bySpec[name], &out, add, noticeOnce)
 			continue
 		}
+		if !s.owns(name) {
+			continue // another shard's: its pass triages it
+		}
 		t := spec.Trigger
 		obs := l.Objects[namedObject(t)]
 		if l.OK && obs.Found && len(s.Claims.Claimants(t.Group, t.Resource, namedObject(t), obs.Labels)) > 1 {
@@ -231,15 +248,23 @@ func triageSelector(s Survey, name string, recs []format.Record, out *Verdict, a
 		objRecs := byObject[labelled]
 		delete(byObject, labelled)
 		key := ObjectKey(name, o)
+		owned := s.owns(key)
 		if len(s.Claims.Claimants(t.Group, t.Resource, o, obs.Labels)) > 1 {
 			counts.Conflict++
-			noticeOnce(key)
+			if owned {
+				noticeOnce(key)
+			}
 			continue
 		}
 		if st, _ := Evaluate(t, obs); st.Wanted() && !admitted[o] {
 			counts.OverLimit++
-			noticeOnce(key)
+			if owned {
+				noticeOnce(key)
+			}
 			continue
+		}
+		if !owned {
+			continue // another shard's: its pass triages it
 		}
 		forObj, err := spec.ForObject(name, o.Namespace, o.Name)
 		if err == nil && !usesAny(forObj, s.Unread) {
@@ -270,6 +295,9 @@ func triageSelector(s Survey, name string, recs []format.Record, out *Verdict, a
 			key = ObjectKey(name, o)
 		default:
 			key = name // a long name: the sweep finds it in the release's values
+		}
+		if !s.owns(key) {
+			continue
 		}
 		if allHeld(s.Config, byObject[o]) {
 			noticeOnce(SuspendedNotice(key)) // its reconcile would remove nothing

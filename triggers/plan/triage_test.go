@@ -104,6 +104,17 @@ func TestTriage(t *testing.T) {
 			s.Listed["exp"].Objects[a] = TriggerRead{Found: true, Labels: labels("autox.dev/experiment", "enabled", "canary", "")}
 			s.Listed["canary"].Objects[a] = s.Listed["exp"].Objects[a]
 		}), []string{"canary/ns/a", "exp/ns/a"}, []string{"canary/ns/a", "exp/ns/a"}, &ObjectCounts{Served: 1, Conflict: 1}},
+		// A shard's pass: web and exp's object a are another shard's.
+		{"shard: another shard's keys are not triaged", quiet(func(s *Survey) {
+			s.Records = s.Records[:0]
+			s.Listed["exp"].Objects[c] = selected
+			s.Owns = func(key string) bool { return key != "web" && key != "exp/ns/a" && key != "exp/other/c" }
+		}), []string{"exp/ns/b"}, nil, &ObjectCounts{Served: 2, OverLimit: 1}},
+		{"shard: the sweep and a removed spec are every shard's", quiet(func(s *Survey) {
+			s.Listed["exp"] = Listing{}
+			s.Records = append(s.Records, format.Record{Name: "gone-x", Namespace: "ns", Spec: "gone", ReleaseSpec: "x", Status: "deployed"})
+			s.Owns = func(key string) bool { return key == "exp" || key == "gone" }
+		}), []string{"exp", "gone"}, nil, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -150,5 +161,10 @@ func TestSourcesNeeded(t *testing.T) {
 	delete(s.Listed["exp"].Objects, format.Object{Namespace: "ns", Name: "b"})
 	if got := SourcesNeeded(s); !slices.Equal(got, want[1:]) {
 		t.Errorf("with ns's triggers unwanted: %v, want %v", got, want[1:])
+	}
+	// A shard's pass reads only the sources of its own keys.
+	s.Owns = func(key string) bool { return key != "exp/other/c" }
+	if got := SourcesNeeded(s); len(got) != 0 {
+		t.Errorf("with other/c another shard's: %v, want none", got)
 	}
 }
