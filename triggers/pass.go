@@ -12,11 +12,12 @@ import (
 	"github.com/autox-dev/autox/triggers/plan"
 )
 
-// runPass starts a pass over every spec. It reads the cluster with a number
-// of requests that does not grow with the number of specs or objects: one
-// metadata LIST of release records per managed namespace, one live LIST
-// per trigger (resource, namespace, selector), and one GET per values source
-// object of a wanted trigger. From that alone the pure plan.Triage decides
+// runPass starts a pass over every spec (with --shards, over the keys of
+// the controller's shard). It reads the cluster with a number of requests
+// that does not grow with the number of specs or objects: one metadata LIST
+// of release records per managed namespace, one live LIST per trigger
+// (resource, namespace, selector), and one GET per values source object of
+// a wanted trigger (of the shard's keys). From that alone the pure plan.Triage decides
 // which specs, or objects of selector specs, it cannot prove in sync
 // (plan.InSync), and those get the full reconcile, whose live read of its
 // trigger is the same LIST while nothing can have changed it since

@@ -41,8 +41,10 @@ type Survey struct {
 	Noticed map[string]bool
 	// Owns, if set, says whether a queue key (a named spec, an object of
 	// a selector spec) is the pass's to reconcile (its shard's): another
-	// shard's is neither triaged nor has its values sources read; nil:
-	// every key is.
+	// shard's is neither triaged nor queued nor has its values sources
+	// read; nil: every key is. The key of a selector spec (its sweep) and
+	// of a spec the config no longer has must be every shard's, as
+	// Shard.OwnsKey has them: each shard removes its own releases.
 	Owns func(key string) bool
 }
 
@@ -167,7 +169,9 @@ func Triage(s Survey) Verdict {
 	names := cfg.SpecNames()
 	if s.RecordsFailed {
 		for _, name := range names {
-			add(name)
+			if s.owns(name) {
+				add(name)
+			}
 		}
 		return out
 	}
@@ -178,12 +182,12 @@ func Triage(s Survey) Verdict {
 	for _, name := range OrphanSpecs(cfg, active) {
 		// A selector spec's records are looked at per object below, and
 		// only what cannot be tied to an object needs the spec's sweep.
-		if spec := cfg.Specs[name]; spec == nil || !spec.Trigger.IsSelector() {
+		if spec := cfg.Specs[name]; (spec == nil || !spec.Trigger.IsSelector()) && s.owns(name) {
 			add(name)
 		}
 	}
 	for _, name := range OrphanSpecs(cfg, held) {
-		if !cfg.Specs[name].Trigger.IsSelector() {
+		if !cfg.Specs[name].Trigger.IsSelector() && s.owns(name) {
 			noticeOnce(SuspendedNotice(name)) // nothing is removed while suspended: say so, once
 		}
 	}

@@ -110,11 +110,29 @@ func TestTriage(t *testing.T) {
 			s.Listed["exp"].Objects[c] = selected
 			s.Owns = func(key string) bool { return key != "web" && key != "exp/ns/a" && key != "exp/other/c" }
 		}), []string{"exp/ns/b"}, nil, &ObjectCounts{Served: 2, OverLimit: 1}},
-		{"shard: the sweep and a removed spec are every shard's", quiet(func(s *Survey) {
-			s.Listed["exp"] = Listing{}
-			s.Records = append(s.Records, format.Record{Name: "gone-x", Namespace: "ns", Spec: "gone", ReleaseSpec: "x", Status: "deployed"})
-			s.Owns = func(key string) bool { return key == "exp" || key == "gone" }
+		// A shard that owns no named spec and no object: the keys of a
+		// selector's sweep and of a removed spec are still its, as
+		// Shard.OwnsKey has them.
+		{"shard: the sweep (a long object name) and a removed spec are every shard's", quiet(func(s *Survey) {
+			s.Records = append(s.Records, recLong,
+				format.Record{Name: "gone-x", Namespace: "ns", Spec: "gone", ReleaseSpec: "x", Status: "deployed"})
+			s.Listed["web"].Objects[web] = TriggerRead{Found: true, Labels: map[string]string{"app.kubernetes.io/version": "2"}}
+			s.Owns = sweepsOnly(s.Config)
 		}), []string{"exp", "gone"}, nil, nil},
+		{"shard: another shard's object left the listing, another's removed release spec", quiet(func(s *Survey) {
+			delete(s.Listed["exp"].Objects, b)
+			s.Records = append(s.Records, format.Record{Name: "web-gone", Namespace: "ns", Spec: "web", ReleaseSpec: "gone", Status: "deployed"})
+			s.Owns = sweepsOnly(s.Config)
+		}), nil, nil, nil},
+		{"shard: another shard's objects in conflict are not noticed", quiet(func(s *Survey) {
+			s.Listed["exp"].Objects[a] = TriggerRead{Found: true, Labels: labels("autox.dev/experiment", "enabled", "canary", "")}
+			s.Listed["canary"].Objects[a] = s.Listed["exp"].Objects[a]
+			s.Owns = sweepsOnly(s.Config)
+		}), nil, nil, &ObjectCounts{Served: 1, Conflict: 1}},
+		{"shard: records unreadable: only its own specs", quiet(func(s *Survey) {
+			s.RecordsFailed = true
+			s.Owns = func(key string) bool { return key == "web" }
+		}), []string{"web"}, nil, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -131,6 +149,16 @@ func TestTriage(t *testing.T) {
 				t.Errorf("objects of exp %+v, want %+v", v.Objects["exp"], *tc.counts)
 			}
 		})
+	}
+}
+
+// sweepsOnly is the Owns of a shard that holds no named spec and no
+// object of cfg: only the keys every shard owns, a selector spec's (its
+// sweep) and a removed spec's.
+func sweepsOnly(cfg *config.Config) func(string) bool {
+	return func(key string) bool {
+		spec := cfg.Specs[key]
+		return spec == nil && !strings.Contains(key, "/") || spec != nil && spec.Trigger.IsSelector()
 	}
 }
 
@@ -166,5 +194,13 @@ func TestSourcesNeeded(t *testing.T) {
 	s.Owns = func(key string) bool { return key != "exp/other/c" }
 	if got := SourcesNeeded(s); len(got) != 0 {
 		t.Errorf("with other/c another shard's: %v, want none", got)
+	}
+	s.Listed["web"].Objects[format.Object{Namespace: "ns", Name: "web"}] = TriggerRead{Found: true, Labels: labels()}
+	if got := SourcesNeeded(s); !slices.Equal(got, want[:1]) {
+		t.Errorf("with web wanted again: %v, want %v", got, want[:1])
+	}
+	s.Owns = sweepsOnly(cfg)
+	if got := SourcesNeeded(s); len(got) != 0 {
+		t.Errorf("with web another shard's: %v, want none", got)
 	}
 }
