@@ -181,7 +181,7 @@ func TestListOfAStoppedInformerIsReadAgain(t *testing.T) {
 	// A pass under cfg (the next one the ticker would start): it LISTs k
 	// while I1 watches.
 	h.ctrl.bulk.newPass(cfg)
-	version := listVersion(t, obs.ListTriggers(ctx, cfg), k, "web")
+	version := listVersion(t, obs.ListTriggers(ctx, cfg, nil), k, "web")
 	i1 := h.ctrl.informers.informer(k)
 	gen1, open := i1.WatchGeneration()
 	if !open {

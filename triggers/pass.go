@@ -111,7 +111,14 @@ func (c *Controller) survey(ctx context.Context, cfg *config.Config, gcNamespace
 	s.Records = recs
 	c.countShardReleases(recs)
 	c.state.Collected(plan.EmptyNamespaces(cfg, gcNamespaces, s.Unread, recs), safeSince)
-	s.Listed = observe.Listings(cfg, obs.ListTriggers(ctx, cfg))
+	// A shard's pass lists only the triggers of its named specs and of
+	// the selectors (whose objects spread over every shard): a listing
+	// only other shards' specs use is theirs to make.
+	var wants func(string) bool
+	if sh := c.opts.Shard; sh != nil {
+		wants = func(spec string) bool { return sh.watchesSpec(cfg, spec) }
+	}
+	s.Listed = observe.Listings(cfg, obs.ListTriggers(ctx, cfg, wants))
 	if ctx.Err() != nil {
 		return plan.Verdict{}, false
 	}

@@ -410,13 +410,17 @@ func (ob *Observer) ChartIDs(spec *config.Spec, configDir string, memo PassChart
 type PassCharts map[string]plan.ChartID
 
 // ListTriggers makes one live LIST per (resource, namespace, selector) the
-// config's triggers use: what a periodic pass proves specs in sync from. A
-// failed LIST leaves its key out: its specs then get the full reconcile,
-// whose live GET reports the error and changes nothing.
-func (ob *Observer) ListTriggers(ctx context.Context, cfg *config.Config) map[ListKey]map[string]plan.TriggerRead {
+// config's triggers use, of the specs wants keeps (nil: all): what a
+// periodic pass proves specs in sync from. A failed LIST leaves its key
+// out: its specs then get the full reconcile, whose live GET reports the
+// error and changes nothing.
+func (ob *Observer) ListTriggers(ctx context.Context, cfg *config.Config, wants func(spec string) bool) map[ListKey]map[string]plan.TriggerRead {
 	out := map[ListKey]map[string]plan.TriggerRead{}
 	failed := map[ListKey]bool{}
 	for _, name := range cfg.SpecNames() {
+		if wants != nil && !wants(name) {
+			continue
+		}
 		for _, k := range KeysFor(cfg, cfg.Specs[name].Trigger) {
 			if _, done := out[k]; done || failed[k] {
 				continue
