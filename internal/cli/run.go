@@ -127,7 +127,7 @@ func run(cmd *cobra.Command, f *runFlags, version string) error {
 	}
 	r := &runner{f: f, version: version, log: log, live: &liveController{state: triggers.NewConfigState(initial.Config), log: log, sharded: f.shards > 1},
 		// Failing specs keep their backoff from one leadership term to the next.
-		backoff: triggers.NewBackoff(0, 0)}
+		backoff: triggers.NewBackoff(0, 0), events: eventsink.NewBudget(eventsink.Options{})}
 	if err := r.registerMetrics(); err != nil {
 		return &exitError{1, err}
 	}
@@ -207,6 +207,9 @@ type runner struct {
 	// cache every term shares; backoff the retry delays of failing specs.
 	base   *rest.Config
 	charts *chartsource.ChartCache
+	// events is the budget of every term's Event sink: with --shards, the
+	// terms of the shards this replica holds spend it together.
+	events *eventsink.Budget
 	// identity names this process in the Leases and in the user agent of
 	// its API requests: the audit log of a cluster with several replicas
 	// tells which one made each write.
@@ -403,7 +406,7 @@ func (r *runner) leadFor(ctx context.Context, sh *triggers.Shard, term *leader.T
 	// one behind the operations that recorded them. The sink stops after
 	// the broadcaster (defers run last-in first-out), draining for 2s.
 	sinkCtx, stopSink := context.WithCancel(context.Background())
-	sink := eventsink.New(deps.client.CoreV1().Events(""), eventsink.Options{Metrics: r.metrics.events, Log: r.log})
+	sink := eventsink.New(deps.client.CoreV1().Events(""), eventsink.Options{Budget: r.events, Metrics: r.metrics.events, Log: r.log})
 	sinkDone := make(chan struct{})
 	go func() {
 		defer close(sinkDone)

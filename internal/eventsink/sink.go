@@ -43,9 +43,28 @@ type Options struct {
 	// the metrics already say; a Warning is what a user must see.
 	NormalQPS   float32
 	NormalBurst int
+	// Budget, if set, is the budget this sink spends, shared with other
+	// sinks (QPS, Burst, NormalQPS and NormalBurst are then its, not this
+	// sink's): a replica holding several shards runs a sink per shard term,
+	// and the budget caps what the process's Events cost, not each term's.
+	Budget *Budget
 	// Metrics counts what happened to each Event (nil: not counted).
 	Metrics *Metrics
 	Log     zerolog.Logger
+}
+
+// Budget is what Events may cost: a token bucket for Warnings and one for
+// every other Event. Over it, an Event is dropped.
+type Budget struct {
+	warnings, normal flowcontrol.RateLimiter
+}
+
+// NewBudget returns the budget opts set (QPS, Burst, NormalQPS and
+// NormalBurst, or their defaults), to share between sinks.
+func NewBudget(opts Options) *Budget {
+	opts.setDefaults()
+	return &Budget{warnings: flowcontrol.NewTokenBucketRateLimiter(opts.QPS, opts.Burst),
+		normal: flowcontrol.NewTokenBucketRateLimiter(opts.NormalQPS, opts.NormalBurst)}
 }
 
 // Sink is a record.EventSink that writes asynchronously. Start it with
@@ -53,8 +72,7 @@ type Options struct {
 type Sink struct {
 	events  typedcorev1.EventInterface
 	opts    Options
-	budget  flowcontrol.RateLimiter // of Warnings
-	normal  flowcontrol.RateLimiter // of every other Event
+	budget  *Budget
 	queues  []chan write
 	mu      sync.RWMutex // guards stopped against sends on closed queues
 	stopped bool
@@ -80,31 +98,37 @@ type write struct {
 // New returns a Sink writing through events (the term's fenced client:
 // nothing queued in a term reaches the API server after it).
 func New(events typedcorev1.EventInterface, opts Options) *Sink {
-	if opts.Workers <= 0 {
-		opts.Workers = 4
+	opts.setDefaults()
+	budget := opts.Budget
+	if budget == nil {
+		budget = NewBudget(opts)
 	}
-	if opts.Queue <= 0 {
-		opts.Queue = 256
-	}
-	if opts.QPS <= 0 {
-		opts.QPS = 50
-	}
-	if opts.Burst <= 0 {
-		opts.Burst = 500
-	}
-	if opts.NormalQPS <= 0 {
-		opts.NormalQPS = 10
-	}
-	if opts.NormalBurst <= 0 {
-		opts.NormalBurst = 100
-	}
-	s := &Sink{events: events, opts: opts,
-		budget: flowcontrol.NewTokenBucketRateLimiter(opts.QPS, opts.Burst),
-		normal: flowcontrol.NewTokenBucketRateLimiter(opts.NormalQPS, opts.NormalBurst)}
+	s := &Sink{events: events, opts: opts, budget: budget}
 	for i := 0; i < opts.Workers; i++ {
 		s.queues = append(s.queues, make(chan write, opts.Queue))
 	}
 	return s
+}
+
+func (o *Options) setDefaults() {
+	if o.Workers <= 0 {
+		o.Workers = 4
+	}
+	if o.Queue <= 0 {
+		o.Queue = 256
+	}
+	if o.QPS <= 0 {
+		o.QPS = 50
+	}
+	if o.Burst <= 0 {
+		o.Burst = 500
+	}
+	if o.NormalQPS <= 0 {
+		o.NormalQPS = 10
+	}
+	if o.NormalBurst <= 0 {
+		o.NormalBurst = 100
+	}
 }
 
 // Run writes queued Events until ctx ends, then writes what is queued for
@@ -151,9 +175,9 @@ func (s *Sink) enqueue(w write) (*corev1.Event, error) {
 	answer := w.event.DeepCopy()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	budget := s.normal
+	budget := s.budget.normal
 	if w.event.Type == corev1.EventTypeWarning {
-		budget = s.budget
+		budget = s.budget.warnings
 	}
 	if s.stopped || !budget.TryAccept() {
 		s.opts.Metrics.count(resultDropped)

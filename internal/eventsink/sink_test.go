@@ -123,3 +123,24 @@ func TestBudgetDropsInsteadOfWaiting(t *testing.T) {
 		t.Errorf("%d Normal and %d Warning Events in the namespace, want the 3 and 2 of their budgets", normal, warning)
 	}
 }
+
+// TestSharedBudget: the sinks of several shard terms of one process share
+// one budget: together they send no more than it allows.
+func TestSharedBudget(t *testing.T) {
+	ns := cluster.Namespace(t)
+	budget := NewBudget(Options{NormalQPS: 0.001, NormalBurst: 4})
+	rec1, m1 := start(t, Options{Budget: budget})
+	rec2, m2 := start(t, Options{Budget: budget})
+	for i := 0; i < 6; i++ {
+		rec1.Event(configMap(t, ns, fmt.Sprintf("a%d", i)), corev1.EventTypeNormal, "ReleaseInstalled", "installed")
+		rec2.Event(configMap(t, ns, fmt.Sprintf("b%d", i)), corev1.EventTypeNormal, "ReleaseInstalled", "installed")
+	}
+	testenv.Eventually(t, 30*time.Second, "4 sent, 8 dropped by both sinks", func() (bool, error) {
+		sent := testutil.ToFloat64(m1.events.WithLabelValues(resultSent)) + testutil.ToFloat64(m2.events.WithLabelValues(resultSent))
+		dropped := testutil.ToFloat64(m1.events.WithLabelValues(resultDropped)) + testutil.ToFloat64(m2.events.WithLabelValues(resultDropped))
+		return sent == 4 && dropped == 8, nil
+	})
+	if n := len(events(t, ns)); n != 4 {
+		t.Errorf("%d Events in the namespace, want the budget's 4", n)
+	}
+}
