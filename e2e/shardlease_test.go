@@ -32,13 +32,7 @@ import (
 // written.
 func TestShardWritesOnlyUnderTheirLease(t *testing.T) {
 	e := newEnv(t)
-	for i := 0; i < 4; i++ {
-		e.Deployment(fmt.Sprintf("w%d", i), version("1.0.0"))
-	}
-	for i := 0; i < 6; i++ {
-		e.Deployment(fmt.Sprintf("s%d", i), selected("1.0.0"))
-	}
-	cfg := e.WriteConfig(shardedConfig)
+	cfg := e.shardedScene()
 	const shards = 6
 	proxy, kubeconfig := e.proxied()
 	var ps []*testenv.Process

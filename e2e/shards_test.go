@@ -115,6 +115,19 @@ func (e *env) waitShardsHeld(n int, ids []string) []string {
 	return holders
 }
 
+// shardedScene creates the Deployments of shardedConfig (w0..w3, and
+// s0..s5 selected), all at version 1.0.0, and writes the config.
+func (e *env) shardedScene() string {
+	e.t.Helper()
+	for i := 0; i < 4; i++ {
+		e.Deployment(fmt.Sprintf("w%d", i), version("1.0.0"))
+	}
+	for i := 0; i < 6; i++ {
+		e.Deployment(fmt.Sprintf("s%d", i), selected("1.0.0"))
+	}
+	return e.WriteConfig(shardedConfig)
+}
+
 // TestShardsSpreadAndFailOver runs three replicas with --shards 4: every
 // release converges, each shard is held by exactly one live replica and
 // none holds more than ⌈4/3⌉; a replica killed with SIGKILL has its shards
@@ -122,13 +135,7 @@ func (e *env) waitShardsHeld(n int, ids []string) []string {
 // --shards moves releases to their new shards with no Helm write either.
 func TestShardsSpreadAndFailOver(t *testing.T) {
 	e := newEnv(t)
-	for i := 0; i < 4; i++ {
-		e.Deployment(fmt.Sprintf("w%d", i), version("1.0.0"))
-	}
-	for i := 0; i < 6; i++ {
-		e.Deployment(fmt.Sprintf("s%d", i), selected("1.0.0"))
-	}
-	cfg := e.WriteConfig(shardedConfig)
+	cfg := e.shardedScene()
 	var ps []*testenv.Process
 	var ids []string
 	for i := 0; i < 3; i++ {
