@@ -205,8 +205,9 @@ type runner struct {
 	metrics  runMetrics
 	// base is the REST config every client is built from; charts the chart
 	// cache every term shares; backoff the retry delays of failing specs.
-	base   *rest.Config
-	charts *chartsource.ChartCache
+	base    *rest.Config
+	charts  *chartsource.ChartCache
+	backoff *triggers.Backoff
 	// events is the budget of every term's Event sink: with --shards, the
 	// terms of the shards this replica holds spend it together.
 	events *eventsink.Budget
@@ -214,7 +215,6 @@ type runner struct {
 	// its API requests: the audit log of a cluster with several replicas
 	// tells which one made each write.
 	identity string
-	backoff  *triggers.Backoff
 	leading  atomic.Bool
 	// shared are the replica's watches and record index, which the
 	// controllers of the shards it holds share (--shards above 1 only).
