@@ -208,27 +208,15 @@ func (e *expectations) await(ctx context.Context, cond func() (bool, <-chan stru
 	}
 }
 
-// caughtUp waits until the index shows every write of namespace's records
-// that was pending at the call: each record that had one has been seen
-// without one since (its writes then shown by the index, failed, or past
-// expectationTTL), for at most awaitOwnWrites; false means read live.
-// Writes registered after the call are not waited for: a LIST made at the
-// call would not show them either. A busy namespace, where some write is
-// always in flight, is so still read from the index once the writes of the
-// moment have come through its watch.
-func (e *expectations) caughtUp(ctx context.Context, namespace string) bool {
-	if e == nil {
-		return true
-	}
-	inFlight, _ := e.pendingKeys(namespace, nil)
-	return e.caughtUpWith(ctx, namespace, inFlight)
-}
-
-// caughtUpEach is caughtUp for several namespaces at once: it takes the
-// writes of each that are pending at the call, waits for all of them
-// together (at most awaitOwnWrites in all, not per namespace), and reports
-// the namespaces whose writes the index has shown; the others are to be
-// read live.
+// caughtUpEach waits until the index shows every write of each
+// namespace's records that was pending at the call: each record that had
+// one has been seen without one since (its writes then shown by the index,
+// failed, or past expectationTTL). It waits for all namespaces together, at
+// most awaitOwnWrites in all, and reports those whose writes the index has
+// shown; the others are to be read live. Writes registered after the call
+// are not waited for: a LIST made at the call would not show them either. A
+// busy namespace, where some write is always in flight, is so still read
+// from the index once the writes of the moment have come through its watch.
 func (e *expectations) caughtUpEach(ctx context.Context, namespaces []string) map[string]bool {
 	return e.awaitEach(ctx, e.pendingEach(namespaces))
 }
@@ -282,16 +270,6 @@ func (e *expectations) awaitEach(ctx context.Context, waiting map[string]map[str
 		out[ns] = !pending && ctx.Err() == nil
 	}
 	return out
-}
-
-// caughtUpWith is caughtUp for the writes pending on the records keys.
-func (e *expectations) caughtUpWith(ctx context.Context, namespace string, keys map[string]bool) bool {
-	waiting := keys
-	return e.await(ctx, func() (bool, <-chan struct{}) {
-		var changed <-chan struct{}
-		waiting, changed = e.pendingKeys(namespace, waiting)
-		return len(waiting) == 0, changed
-	})
 }
 
 // pendingKeys returns the record keys of namespace with a write not yet

@@ -21,16 +21,16 @@ func TestCaughtUpWaitsForTheWritesInFlightAtTheCall(t *testing.T) {
 	ctx := context.Background()
 	const a, b, c = "sh.helm.release.v1.a.v1", "sh.helm.release.v1.b.v1", "sh.helm.release.v1.c.v1"
 	e := newExpectations()
-	if !e.caughtUp(ctx, "ns") {
+	if !e.caughtUpEach(ctx, []string{"ns"})["ns"] {
 		t.Fatal("not caught up without a write")
 	}
 	e.expect("ns", a, expectation{release: "a", status: "pending-install"})
-	inFlight, _ := e.pendingKeys("ns", nil)
+	inFlight := e.pendingEach([]string{"ns"})
 
 	// b is written after the call began.
 	e.expect("ns", b, expectation{release: "b", status: "pending-install"})
 	done := make(chan bool, 1)
-	go func() { done <- e.caughtUpWith(ctx, "ns", inFlight) }()
+	go func() { done <- e.awaitEach(ctx, inFlight)["ns"] }()
 	select {
 	case got := <-done:
 		t.Fatalf("caught up (%v) before the index showed the write in flight", got)
@@ -54,7 +54,7 @@ func TestCaughtUpWaitsForTheWritesInFlightAtTheCall(t *testing.T) {
 
 	// b's write is never shown: the wait ends in a live read.
 	start := time.Now()
-	if e.caughtUp(ctx, "ns") {
+	if e.caughtUpEach(ctx, []string{"ns"})["ns"] {
 		t.Fatal("caught up while a write in flight was never shown")
 	}
 	if took := time.Since(start); took < awaitOwnWrites {
@@ -64,7 +64,7 @@ func TestCaughtUpWaitsForTheWritesInFlightAtTheCall(t *testing.T) {
 	w := e.expect("ns", c, expectation{release: "c", status: "pending-install"})
 	e.seen("ns", recordShown(b, "pending-install"), false)
 	w.done(errors.New("refused"))
-	if !e.caughtUp(ctx, "ns") {
+	if !e.caughtUpEach(ctx, []string{"ns"})["ns"] {
 		t.Fatal("not caught up once every write was shown or failed")
 	}
 }
