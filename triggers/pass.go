@@ -111,22 +111,18 @@ func (c *Controller) survey(ctx context.Context, cfg *config.Config, gcNamespace
 	s.Records = recs
 	c.countShardReleases(recs)
 	c.state.Collected(plan.EmptyNamespaces(cfg, gcNamespaces, s.Unread, recs), safeSince)
-	// A shard's pass lists only the triggers of its named specs and of
-	// the selectors (whose objects spread over every shard): a listing
-	// only other shards' specs use is theirs to make.
-	var wants func(string) bool
-	if sh := c.opts.Shard; sh != nil {
-		wants = func(spec string) bool { return sh.watchesSpec(cfg, spec) }
-	}
-	s.Listed = observe.Listings(cfg, obs.ListTriggers(ctx, cfg, wants))
+	// A shard's pass lists only the triggers of the specs whose key it
+	// owns, its named specs and the selectors (whose objects spread over
+	// every shard): a listing only other shards' specs use is theirs.
+	s.Listed = observe.Listings(cfg, obs.ListTriggers(ctx, cfg, s.Owns))
 	if ctx.Err() != nil {
 		return plan.Verdict{}, false
 	}
 	s.Charts = make(map[string]map[string]plan.ChartID, len(cfg.Specs))
 	charts := observe.PassCharts{}
 	for name, spec := range cfg.Specs {
-		if !spec.Trigger.IsSelector() && s.Owns != nil && !s.Owns(name) {
-			continue // another shard's: not triaged here
+		if s.Owns != nil && !s.Owns(name) {
+			continue // another shard's named spec: not triaged here
 		}
 		s.Charts[name] = obs.ChartIDs(spec, cfg.Dir, charts)
 		if spec.Trigger.IsSelector() {
