@@ -85,11 +85,7 @@ func TestShardWritesOnlyUnderTheirLease(t *testing.T) {
 	t.Logf("froze %s; after the takeover: %v", ids[victim], e.waitShardsHeld(shards, others))
 	upgraded := func(r *format.Release) bool { return r != nil && r.Status == "deployed" && labelOf(r) == "2.0.0" }
 	for _, d := range changed {
-		rel := d + "-hello"
-		if strings.HasPrefix(d, "s") {
-			rel = d + "-job"
-		}
-		e.WaitRelease(rel, "upgraded by the other replicas", upgraded)
+		e.WaitRelease(releaseOfTrigger(d), "upgraded by the other replicas", upgraded)
 	}
 	e.WaitRelease("w2-hello", "removed with its spec", gone)
 
@@ -100,10 +96,7 @@ func TestShardWritesOnlyUnderTheirLease(t *testing.T) {
 	t.Logf("after the thaw: %v", e.waitShardsHeld(shards, ids))
 	e.waitPasses(ps[victim], offset, 2)
 	for _, d := range changed {
-		rel := d + "-hello"
-		if strings.HasPrefix(d, "s") {
-			rel = d + "-job"
-		}
+		rel := releaseOfTrigger(d)
 		if r := e.Release(rel); !upgraded(r) {
 			t.Errorf("%s after the thaw: %+v", rel, r)
 		}
@@ -168,6 +161,15 @@ func TestShardWritesOnlyUnderTheirLease(t *testing.T) {
 		t.Fatal("no release write in the audit log carried an autox identity")
 	}
 	t.Logf("%d release writes checked against the shard Leases", checked)
+}
+
+// releaseOfTrigger is the release shardedConfig makes for Deployment d:
+// wN's named spec's hello, sN's object's job.
+func releaseOfTrigger(d string) string {
+	if strings.HasPrefix(d, "s") {
+		return d + "-job"
+	}
+	return d + "-hello"
 }
 
 func indexOf(ids []string, id string) int {
