@@ -90,6 +90,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: --seed works with named triggers only")
 		os.Exit(2)
 	}
+	if logDir != "" {
+		// Made now, not when the first autox starts minutes into the run.
+		if err := os.MkdirAll(logDir, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: --log-dir:", err)
+			os.Exit(2)
+		}
+	}
 	if msg := o.check(); msg != "" {
 		fmt.Fprintln(os.Stderr, "bench:", msg)
 		os.Exit(2)
