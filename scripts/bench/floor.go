@@ -83,8 +83,9 @@ func floorPlans(n int) []floorPlan {
 }
 
 // runFloor installs the planned releases of chartDir in namespace ns the
-// floor's way.
-func runFloor(ctx context.Context, base *rest.Config, ns, chartDir string, plans []floorPlan, workers int) (floorResult, error) {
+// floor's way. started, when not nil, is called as the clock starts, after
+// the releases are prepared (at 10,000 triggers that takes a minute).
+func runFloor(ctx context.Context, base *rest.Config, ns, chartDir string, plans []floorPlan, workers int, started func()) (floorResult, error) {
 	cfg := rest.CopyConfig(base)
 	cfg.QPS, cfg.Burst = -1, 0 // no client-side rate limit
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -118,6 +119,9 @@ func runFloor(ctx context.Context, base *rest.Config, ns, chartDir string, plans
 		errMu        sync.Mutex
 		firstErr     error
 	)
+	if started != nil {
+		started()
+	}
 	start := time.Now()
 	for w := 0; w < workers; w++ {
 		wg.Add(1)

@@ -39,9 +39,10 @@ func (b *run) floor(ctx context.Context) error {
 	note("floor: the writes of %d releases with %d workers", b.total, b.o.floorWorkers)
 	serverBefore := serverCPU()
 	resetServerPeak()
-	profiled := b.serverProfile(ctx, "floor")
-	defer profiled()
-	fl, err := runFloor(ctx, b.cluster.Config, "floor", b.chart, floorPlans(b.total), b.o.floorWorkers)
+	profiled := func() {}
+	defer func() { profiled() }()
+	fl, err := runFloor(ctx, b.cluster.Config, "floor", b.chart, floorPlans(b.total), b.o.floorWorkers,
+		func() { profiled = b.serverProfile(ctx, "floor") })
 	if err != nil {
 		return err
 	}
@@ -69,7 +70,7 @@ func (b *run) cold(ctx context.Context) (*process, []string, string, error) {
 			return nil, nil, "", err
 		}
 		note("seeding the %d releases autox would install", len(plans))
-		if _, err := runFloor(ctx, b.cluster.Config, "bench", b.chart, plans, b.o.floorWorkers); err != nil {
+		if _, err := runFloor(ctx, b.cluster.Config, "bench", b.chart, plans, b.o.floorWorkers, nil); err != nil {
 			return nil, nil, "", fmt.Errorf("seed: %w", err)
 		}
 		b.r.Seeded = true
