@@ -119,6 +119,10 @@ func (b *run) quiet(ctx context.Context, p *process, httpAddr string) error {
 	resetServerPeak()
 	convergedAt := time.Now()
 	note("autox: waiting for a periodic pass with nothing to do (--resync %s)", b.o.resync)
+	trailing := func() (int64, time.Duration) { return 0, 0 }
+	if !b.o.seed {
+		trailing = trailingEvents(ctx, httpAddr, r.ColdByKind[eventCreates], convergedAt, 10*time.Second)
+	}
 	var pass line
 	if err := p.waitFor(ctx, 2*b.o.resync+time.Minute, func(l line) bool {
 		started := l.at.Add(-time.Duration(l.DurationMS * float64(time.Millisecond)))
@@ -131,6 +135,7 @@ func (b *run) quiet(ctx context.Context, p *process, httpAddr string) error {
 		return fmt.Errorf("no-op pass: %w", err)
 	}
 	r.NoopWrites = p.writesSince(convergedAt)
+	r.TrailingEvents, r.LastTrailingEvent = trailing()
 	// A whole quiet period, from the end of that pass to the end of the
 	// next: every request autox makes while nothing changes (the Events of
 	// convergence, sent in the background, are out by then).

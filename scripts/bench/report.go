@@ -29,8 +29,12 @@ type results struct {
 	ColdRequests, NoopRequests, RestartRequests int64
 	NoopWrites, RestartWrites                   int
 	InstallMean                                 time.Duration
-	ColdCPU                                     time.Duration
-	Reactions                                   []time.Duration
+	// TrailingEvents are the Events autox sent in the 10 s after
+	// convergence; LastTrailingEvent when the last of them was seen.
+	TrailingEvents    int64
+	LastTrailingEvent time.Duration
+	ColdCPU           time.Duration
+	Reactions         []time.Duration
 	// ServerPeak is kube-apiserver's peak RSS per phase; Load the 1-minute
 	// load average at the end of each phase (the machine is shared).
 	ServerPeak map[string]int64
@@ -123,6 +127,7 @@ func (r results) table(o options) string {
 		for _, k := range r.ColdByKind.sorted() {
 			fmt.Fprintf(&b, "| … %s %s | %.2f | |\n", k.verb, k.resource, float64(r.ColdByKind[k])/float64(r.Releases))
 		}
+		fmt.Fprintf(&b, "| Events sent in the 10 s after convergence (the last seen, after convergence) | %d (%s) | none later than a few seconds |\n", r.TrailingEvents, secs(r.LastTrailingEvent))
 		fmt.Fprintf(&b, "| mean time of one Helm install inside autox | %s | |\n", secs(r.InstallMean))
 		fmt.Fprintf(&b, "| CPU time of autox during cold convergence | %s | |\n", secs(r.ColdCPU))
 		fmt.Fprintf(&b, "| CPU time of kube-apiserver and etcd during cold convergence | %s | floor: %s |\n", secs(r.ColdServerCPU), secs(r.FloorServerCPU))
