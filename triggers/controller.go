@@ -22,6 +22,7 @@ import (
 	"github.com/autox-dev/autox/config"
 	"github.com/autox-dev/autox/helmops"
 	"github.com/autox-dev/autox/triggers/observe"
+	"github.com/autox-dev/autox/triggers/plan"
 )
 
 // Options configure a Controller.
@@ -101,6 +102,9 @@ type Controller struct {
 	sources watchSet
 	// bulk lets the pass's LISTs stand in for reconciles' GETs.
 	bulk *bulkReads
+	// digests are the digests of desired values the passes computed:
+	// a pass over a fleet nothing changed in computes none again.
+	digests *plan.Digests
 
 	index    atomic.Pointer[triggerIndex]
 	stopping atomic.Bool
@@ -138,7 +142,7 @@ func NewController(opts Options) *Controller {
 	if opts.Backoff == nil {
 		opts.Backoff = NewBackoff(opts.RetryBase, opts.RetryMax)
 	}
-	c := &Controller{opts: opts, rec: opts.Reconciler, state: opts.Reconciler.State(), backoff: opts.Backoff}
+	c := &Controller{opts: opts, rec: opts.Reconciler, state: opts.Reconciler.State(), backoff: opts.Backoff, digests: plan.NewDigests()}
 	c.queue = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
 		Name: "autox", MetricsProvider: opts.Metrics.queueProvider()})
 	triggerKeys := func(cfg *config.Config) []observe.ListKey { return triggerInformerKeys(cfg, opts.Shard) }

@@ -88,7 +88,7 @@ func (c *Controller) runPass(ctx context.Context) {
 // cut it short.
 func (c *Controller) survey(ctx context.Context, cfg *config.Config, gcNamespaces []string, safeSince time.Time) (plan.Verdict, bool) {
 	obs := c.rec.Observer()
-	s := plan.Survey{Config: cfg, Claims: obs.Claims(cfg), Served: map[string][]format.Object{}, Noticed: map[string]bool{}}
+	s := plan.Survey{Config: cfg, Claims: obs.Claims(cfg), Served: map[string][]format.Object{}, Noticed: map[string]bool{}, Digests: c.digests}
 	if sh := c.opts.Shard; sh != nil {
 		// A shard's pass decides only its own keys, as processNext
 		// reconciles only those: the replica's other shards' passes

@@ -22,6 +22,12 @@ type ChartID struct{ Name, Version string }
 // for real. It never answers true for a release another Helm client
 // changed: that write made a revision autox's revision label does not name.
 func InSync(specName string, spec *config.Spec, obj format.Object, trig TriggerRead, recs []format.Record, charts map[string]ChartID, sources Sources) bool {
+	return inSyncUnder(nil, nil, specName, spec, obj, trig, recs, charts, sources)
+}
+
+// inSyncUnder is InSync with the digests remembered in digests for cfg, the
+// config spec is of (see Digests).
+func inSyncUnder(digests *Digests, cfg *config.Config, specName string, spec *config.Spec, obj format.Object, trig TriggerRead, recs []format.Record, charts map[string]ChartID, sources Sources) bool {
 	state, _ := Evaluate(spec.Trigger, trig)
 	if !state.Wanted() {
 		return len(recs) == 0
@@ -43,11 +49,19 @@ func InSync(specName string, spec *config.Spec, obj format.Object, trig TriggerR
 		if !ok || err != nil {
 			return false
 		}
-		merged, err := MergeValues(rs, read, spec.Trigger, trig.Labels)
-		if err != nil {
-			return false // the full reconcile reports it
+		digest := func() (string, error) {
+			merged, err := MergeValues(rs, read, spec.Trigger, trig.Labels)
+			if err != nil {
+				return "", err // the full reconcile reports it
+			}
+			return format.Digest(id.Name, id.Version, merged.Values)
 		}
-		want, err := format.Digest(id.Name, id.Version, merged.Values)
+		var want string
+		if k, ok := digestKeyOf(specName, rec.ReleaseSpec, spec, rs, obj, id, trig.Labels); ok {
+			want, err = digests.get(cfg, k, digest)
+		} else {
+			want, err = digest()
+		}
 		if err != nil || want != rec.Digest {
 			return false
 		}

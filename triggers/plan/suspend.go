@@ -86,10 +86,10 @@ const (
 // inSync is InSync for the pass, which tells apart a key that differs only
 // in its suspended release specs.
 func inSync(name string, spec *config.Spec, obj format.Object, trig TriggerRead, recs []format.Record, s Survey) syncState {
-	if InSync(name, spec, obj, trig, recs, s.Charts[name], s.Sources) {
+	if inSyncUnder(s.Digests, s.Config, name, spec, obj, trig, recs, s.Charts[name], s.Sources) {
 		return synced
 	}
-	if active := Active(spec); active != spec && InSync(name, active, obj, trig, ActiveRecords(spec, recs), s.Charts[name], s.Sources) {
+	if active := Active(spec); active != spec && inSyncUnder(s.Digests, s.Config, name, active, obj, trig, ActiveRecords(spec, recs), s.Charts[name], s.Sources) {
 		return heldOnly
 	}
 	return unsure

@@ -46,6 +46,9 @@ type Survey struct {
 	// of a spec the config no longer has must be every shard's, as
 	// Shard.OwnsKey has them: each shard removes its own releases.
 	Owns func(key string) bool
+	// Digests, if set, remembers the digests of desired values from one
+	// pass to the next (see Digests); nil computes every one.
+	Digests *Digests
 }
 
 // owns reports whether key is the survey's to reconcile.
@@ -150,6 +153,7 @@ func SourcesNeeded(s Survey) []SourceKey {
 // spec, whose reconcile reports it and removes nothing.
 func Triage(s Survey) Verdict {
 	cfg := s.Config
+	s.Digests.newPass(cfg)
 	out := Verdict{Admitted: map[string]map[format.Object]bool{}, Objects: map[string]ObjectCounts{}, ByStatus: map[string]int{}}
 	seen := map[string]bool{}
 	add := func(key string) {
