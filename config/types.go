@@ -34,7 +34,10 @@ const (
 // must not set it.
 const InjectedValuesKey = format.InjectedValuesKey
 
-// Config is one whole config file, defaulted and validated.
+// Config is one whole config file, defaulted and validated. A loaded Config
+// is never modified, by anyone: a reload makes a new one, and what is
+// derived from one (per-object specs, the passes' remembered digests,
+// plan.Digests) stays true for as long as the pointer is held.
 type Config struct {
 	// Namespaces are the namespaces whose autox releases this instance manages.
 	Namespaces []string `json:"namespaces"`

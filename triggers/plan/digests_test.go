@@ -154,3 +154,29 @@ func TestDigestsSelectorObjects(t *testing.T) {
 		}
 	}
 }
+
+// TestDigestsUnderAnotherConfig: a digest asked for under a config other
+// than the pass's is made afresh and not remembered, so a Digests shared by
+// mistake between passes of two configs answers rightly for both.
+func TestDigestsUnderAnotherConfig(t *testing.T) {
+	d := NewDigests()
+	one, two := &config.Config{}, &config.Config{}
+	d.newPass(one)
+	k := digestKey{spec: "web", releaseSpec: "a"}
+	calls := 0
+	made := func(v string) func() (string, error) {
+		return func() (string, error) { calls++; return v, nil }
+	}
+	if got, _ := d.get(one, k, made("under one")); got != "under one" {
+		t.Fatalf("under one: %q", got)
+	}
+	if got, _ := d.get(two, k, made("under two")); got != "under two" {
+		t.Errorf("under two, the pass's config being one: %q", got)
+	}
+	if got, _ := d.get(one, k, made("again")); got != "under one" || calls != 2 {
+		t.Errorf("under one again: %q after %d computations, want the remembered one after 2", got, calls)
+	}
+	if len(d.cur) != 1 {
+		t.Errorf("%d digests held, want 1: the one of config one", len(d.cur))
+	}
+}

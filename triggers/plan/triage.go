@@ -153,7 +153,6 @@ func SourcesNeeded(s Survey) []SourceKey {
 // spec, whose reconcile reports it and removes nothing.
 func Triage(s Survey) Verdict {
 	cfg := s.Config
-	s.Digests.newPass(cfg)
 	out := Verdict{Admitted: map[string]map[format.Object]bool{}, Objects: map[string]ObjectCounts{}, ByStatus: map[string]int{}}
 	seen := map[string]bool{}
 	add := func(key string) {
@@ -179,6 +178,9 @@ func Triage(s Survey) Verdict {
 		}
 		return out
 	}
+	// A pass that could not list the records computed no digest: the
+	// memo keeps what the passes before it made.
+	s.Digests.newPass(cfg)
 	for _, r := range s.Records {
 		out.ByStatus[string(r.Status)]++
 	}
