@@ -54,8 +54,12 @@ type env struct {
 	t *testing.T
 }
 
-func newEnv(t *testing.T) *env {
-	return &env{Scene: releasetest.NewScene(t, cluster, patience), t: t}
+func newEnv(t *testing.T) *env { return newEnvOn(t, cluster) }
+
+// newEnvOn is newEnv on control plane c: a test that restarts the API
+// server has one of its own.
+func newEnvOn(t *testing.T, c *testenv.Cluster) *env {
+	return &env{Scene: releasetest.NewScene(t, c, patience), t: t}
 }
 
 // run starts autox as users run it, with leader election on (see runArgs).
@@ -69,14 +73,17 @@ func (e *env) run(config string, extra ...string) *testenv.Process {
 // than the defaults (15s, 10s, 2s) so that a process started after a kill -9
 // waits 4s, not 15s, for the dead one's Lease to expire. extra flags win.
 func (e *env) runArgs(config string, extra ...string) []string {
-	args := append(baseRunArgs(config), "--leader-election-namespace", e.NS, "--leader-election-lease-duration", "4s",
+	args := append(runArgsOn(e.Cluster.Kubeconfig, config), "--leader-election-namespace", e.NS, "--leader-election-lease-duration", "4s",
 		"--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms")
 	return append(args, extra...)
 }
 
 // baseRunArgs leave every leader election flag at its default.
-func baseRunArgs(config string) []string {
-	return []string{"run", "--config", config, "--kubeconfig", cluster.Kubeconfig, "--resync", "2s",
+func baseRunArgs(config string) []string { return runArgsOn(cluster.Kubeconfig, config) }
+
+// runArgsOn are baseRunArgs with the API server of kubeconfig.
+func runArgsOn(kubeconfig, config string) []string {
+	return []string{"run", "--config", config, "--kubeconfig", kubeconfig, "--resync", "2s",
 		"--http-addr", "127.0.0.1:0", "--log-level", "debug"}
 }
 

@@ -129,7 +129,19 @@ func TestShardWritesOnlyUnderTheirLease(t *testing.T) {
 		}
 	}
 
-	writes := cluster.WritesSoFar(t, e.NS)
+	e.checkWritesUnderLeases(shards, ids)
+}
+
+// checkWritesUnderLeases reads the audit log of the test's namespace and
+// checks that every write of a release of shardedConfig (its record, its
+// objects, its trigger's Events) was made by the replica (one of ids) that
+// held the release's shard Lease from the write's receipt to its answer, and
+// any other write of autox by a replica holding some shard Lease then.
+func (e *env) checkWritesUnderLeases(shards int, ids []string) {
+	t := e.t
+	t.Helper()
+	n := shard.Count(shards)
+	writes := e.Cluster.WritesSoFar(t, e.NS)
 	leases := leaseHistory(t, writes)
 	checked := 0
 	for _, w := range writes {

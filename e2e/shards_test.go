@@ -62,7 +62,7 @@ func (e *env) shardHolders(n int) []string {
 	e.t.Helper()
 	out := make([]string, n)
 	for i := range out {
-		l, err := cluster.Client.CoordinationV1().Leases(e.NS).Get(context.Background(), leader.ShardLeaseName("autox", i), metav1.GetOptions{})
+		l, err := e.Cluster.Client.CoordinationV1().Leases(e.NS).Get(context.Background(), leader.ShardLeaseName("autox", i), metav1.GetOptions{})
 		if err != nil {
 			continue
 		}
@@ -78,7 +78,7 @@ func (e *env) shardHolders(n int) []string {
 // revision marked superseded).
 func (e *env) recordVersions() map[string]string {
 	e.t.Helper()
-	list, err := cluster.Client.CoreV1().Secrets(e.NS).List(context.Background(), metav1.ListOptions{LabelSelector: "owner=helm"})
+	list, err := e.Cluster.Client.CoreV1().Secrets(e.NS).List(context.Background(), metav1.ListOptions{LabelSelector: "owner=helm"})
 	if err != nil {
 		e.t.Fatal(err)
 	}

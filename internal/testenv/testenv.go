@@ -11,7 +11,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -76,11 +78,19 @@ type Cluster struct {
 	dir      string
 	assets   string
 	auditDir string
+	// apiDir holds kube-apiserver's certificates and keys: ours, not
+	// envtest's temporary one, so that a restart keeps them (see
+	// RestartAPIServer).
+	apiDir string
 }
 
 // Start starts a control plane. Stop must be called; it stops both
 // processes envtest started, by their process ids.
 func Start() (*Cluster, error) { return start(false) }
+
+// StartAudited starts a control plane of its own for a test that restarts
+// it, keeping an audit log of writes (Cluster.Writes). Stop must be called.
+func StartAudited() (*Cluster, error) { return start(true) }
 
 func start(audited bool) (*Cluster, error) {
 	assets, err := Assets()
@@ -95,19 +105,29 @@ func start(audited bool) (*Cluster, error) {
 	// Room for thousands of Services (the test chart has one): the default
 	// range has 254 addresses. Nothing is routed; the API server only allocates.
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
+	// A certificate directory of our own: envtest keeps it across a stop
+	// and start of the API server (it makes new certificates, which no
+	// client trusts, only in a directory it made itself).
+	apiDir, err := os.MkdirTemp("", "autox-apiserver-")
+	if err != nil {
+		return nil, err
+	}
+	env.ControlPlane.GetAPIServer().CertDir = apiDir
 	var auditDir, auditLog string
 	if audited {
 		if auditDir, auditLog, err = configureAudit(env); err != nil {
+			os.RemoveAll(apiDir)
 			return nil, err
 		}
 	}
 	cfg, err := env.Start()
 	if err != nil {
 		os.RemoveAll(auditDir)
+		os.RemoveAll(apiDir)
 		return nil, fmt.Errorf("cannot start kube-apiserver and etcd from %s: %w", assets, err)
 	}
 	recordChildren(assets)
-	c := &Cluster{Env: env, Config: cfg, assets: assets, AuditLog: auditLog, auditDir: auditDir}
+	c := &Cluster{Env: env, Config: cfg, assets: assets, AuditLog: auditLog, auditDir: auditDir, apiDir: apiDir}
 	if err := c.init(); err != nil {
 		_ = env.Stop()
 		return nil, err
@@ -141,7 +161,9 @@ func (c *Cluster) init() error {
 func (c *Cluster) Stop() error {
 	err := c.Env.Stop()
 	if err == nil {
+		// Another control plane of the process (a test's own) may run on.
 		forgetChildren(c.assets)
+		recordChildren(c.assets)
 	}
 	if c.dir != "" {
 		_ = os.RemoveAll(c.dir)
@@ -149,7 +171,72 @@ func (c *Cluster) Stop() error {
 	if c.auditDir != "" {
 		_ = os.RemoveAll(c.auditDir)
 	}
+	if c.apiDir != "" {
+		_ = os.RemoveAll(c.apiDir)
+	}
 	return err
+}
+
+// RestartAPIServer stops kube-apiserver as the kubelet stops a container
+// (SIGTERM to its process id, SIGKILL if it has not exited after grace: it
+// waits for its open watches to end), leaves it down for down, and starts
+// it again on the same port with the same certificates, flags and etcd:
+// clients reconnect to it as to a restarted API server, whose watch caches
+// start anew from etcd. It returns once the new process is healthy. Not for
+// the shared control plane of a package, whose tests run in parallel: for
+// one started with StartAudited.
+func (c *Cluster) RestartAPIServer(grace, down time.Duration) error {
+	api := c.Env.ControlPlane.APIServer
+	pid, err := c.apiServerPID()
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return fmt.Errorf("cannot stop kube-apiserver (process %d): %w", pid, err)
+	}
+	for deadline := time.Now().Add(grace); processExists(pid) && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if processExists(pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	// envtest reaps the process and then finds it exited.
+	if err := api.Stop(); err != nil {
+		return fmt.Errorf("cannot stop kube-apiserver: %w", err)
+	}
+	time.Sleep(down)
+	if err := api.Start(); err != nil {
+		return fmt.Errorf("cannot start kube-apiserver again: %w", err)
+	}
+	recordChildren(c.assets)
+	return nil
+}
+
+// apiServerPID is the process id of the cluster's kube-apiserver: the child
+// of this process running it from the assets with the cluster's port.
+func (c *Cluster) apiServerPID() (int, error) {
+	port := "--secure-port=" + c.Env.ControlPlane.APIServer.SecureServing.Port
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || parentOf(pid) != os.Getpid() || !runsFrom(pid, c.assets) {
+			continue
+		}
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if filepath.Base(args[0]) != "kube-apiserver" {
+			continue
+		}
+		for _, a := range args {
+			if a == port {
+				return pid, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("no kube-apiserver process with %s among this process's children", port)
 }
 
 // Namespace creates a namespace with a name unique to the test and returns it.
