@@ -178,6 +178,30 @@ func newConflictLists(meta metadata.Interface) *conflictLists {
 	}
 }
 
+// SharedConflictReads are conflict LISTs shared by several Managers of
+// autox's own identity in one process: with --shards, every shard term's
+// Manager of a replica (UseConflictReads). Each term installs a share of
+// the fleet, so alone it would see conflictListDemand asked about less
+// often, read more objects one by one and LIST the namespace again itself;
+// shared, one LIST answers the installs of every term. The LISTs are made
+// with the client given here — the replica's own, like its shared record
+// index: they only read, and a term that ended must not stop them. What
+// they answer is the same whichever term's install asked: whether an object
+// existed when the LIST began.
+type SharedConflictReads struct{ lists *conflictLists }
+
+// NewSharedConflictReads returns conflict LISTs made with meta.
+func NewSharedConflictReads(meta metadata.Interface) *SharedConflictReads {
+	return &SharedConflictReads{lists: newConflictLists(meta)}
+}
+
+// UseConflictReads makes m's installs answer their conflict reads from s's
+// LISTs. Call it before m's first install; the Managers As makes of m (other
+// identities) keep LISTs of their own, made as that identity.
+func (m *Manager) UseConflictReads(s *SharedConflictReads) {
+	m.conflictsOnce.Do(func() { m.conflicts = s.lists })
+}
+
 // conflictReads lets one install's objects be answered from lists: set on
 // the install's kube client (kubeClient.conflicts), it wraps the REST
 // client of each object Build returns.

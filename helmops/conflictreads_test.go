@@ -105,6 +105,41 @@ func TestConflictReadsFromOneList(t *testing.T) {
 	}
 }
 
+// Two Managers (two shard terms of a replica) sharing their conflict
+// LISTs: the installs of both count toward one demand, one LIST made with
+// the shared client answers both, and neither term LISTs by itself.
+func TestConflictReadsShared(t *testing.T) {
+	ns := cluster.Namespace(t)
+	a, readsA := countedManager(t, ns)
+	b, readsB := countedManager(t, ns)
+	own, ownReads := countedManager(t, ns) // the replica's own client
+	shared := NewSharedConflictReads(own.meta)
+	a.UseConflictReads(shared)
+	b.UseConflictReads(shared)
+	n := conflictListDemand // each term alone would ask half the demand
+	for i := range 2 * n {
+		m := a
+		if i%2 == 1 {
+			m = b
+		}
+		if _, err := m.Install(context.Background(), desired(t, ns, fmt.Sprintf("shared-%d", i), "charts/one", nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	getsA, listsA := readsA.counts()
+	getsB, listsB := readsB.counts()
+	_, lists := ownReads.counts()
+	t.Logf("%d installs over two terms: %d + %d GETs, %d + %d LISTs of their own, %d shared LISTs", 2*n, getsA, getsB, listsA, listsB, lists)
+	if listsA+listsB != 0 || lists < 1 {
+		t.Fatalf("LISTs by the terms' clients %d + %d, by the shared one %d: want 0 + 0 and at least one", listsA, listsB, lists)
+	}
+	// Unshared, each term would have read every one of its objects (its
+	// demand reached conflictListDemand only at its last install).
+	if gets := getsA + getsB; gets > conflictListDemand+lists*conflictListDemand || gets >= 2*n {
+		t.Errorf("%d GETs of ConfigMaps for %d installs and %d shared LISTs: the LIST answered none", gets, 2*n, lists)
+	}
+}
+
 // A LIST answers only for what it proves absent: an object made after it
 // by another release is refused by the API server (the install fails, the
 // object stays as it was, and the failed release's uninstall leaves it),

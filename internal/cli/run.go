@@ -426,6 +426,7 @@ func (r *runner) leadFor(ctx context.Context, sh *triggers.Shard, term *leader.T
 	var watches *triggers.Watches
 	if r.shared != nil {
 		deps.helm.UseRecordIndex(r.shared.records)
+		deps.helm.UseConflictReads(r.shared.conflicts)
 		watches = r.shared.watches
 	} else {
 		records = deps.helm.NewRecordIndex()

@@ -56,11 +56,13 @@ func printSpecShards(w io.Writer, n shard.Count, cfg *config.Config) error {
 }
 
 // sharedWatches are what the shard terms of one replica share: the
-// informers of triggers and values sources, and the record index every
-// term's Manager reads through.
+// informers of triggers and values sources, the record index every term's
+// Manager reads through, and the LISTs that answer their installs'
+// conflict reads.
 type sharedWatches struct {
-	watches *triggers.Watches
-	records *helmops.RecordIndex
+	watches   *triggers.Watches
+	records   *helmops.RecordIndex
+	conflicts *helmops.SharedConflictReads
 }
 
 // newSharedWatches builds the replica's watches for its shard terms. They
@@ -72,6 +74,6 @@ func (r *runner) newSharedWatches(ctx context.Context) (*sharedWatches, error) {
 		return nil, fmt.Errorf("cannot create metadata client: %w", err)
 	}
 	records := helmops.NewSharedRecordIndex(mc, r.f.storageDriver, r.f.recordPageSize, r.log)
-	return &sharedWatches{records: records,
+	return &sharedWatches{records: records, conflicts: helmops.NewSharedConflictReads(mc),
 		watches: triggers.NewWatches(ctx, triggers.WatchesOptions{Metadata: mc, Records: records, Log: r.log})}, nil
 }
