@@ -137,13 +137,12 @@ func TestShardWritesOnlyUnderTheirLease(t *testing.T) {
 // objects, its trigger's Events) was made by the replica (one of ids) that
 // held the release's shard Lease from the write's receipt to its answer, and
 // any other write of autox by a replica holding some shard Lease then.
-func (e *env) checkWritesUnderLeases(shards int, ids []string) {
+func (e *env) checkWritesUnderLeases(shards int, ids []string) (checked []testenv.Write) {
 	t := e.t
 	t.Helper()
 	n := shard.Count(shards)
 	writes := e.Cluster.WritesSoFar(t, e.NS)
 	leases := leaseHistory(t, writes)
-	checked := 0
 	for _, w := range writes {
 		id, ok := autoxIdentity(w.UserAgent)
 		if !ok || w.Resource == "leases" {
@@ -158,7 +157,7 @@ func (e *env) checkWritesUnderLeases(shards int, ids []string) {
 				t.Errorf("%s %s %s/%s by %s (%s → %s), shard %d: %s", w.Verb, w.Resource, w.Namespace, w.Name, id,
 					w.Received.Format(time.StampMicro), w.Completed.Format(time.StampMicro), s, why)
 			}
-			checked++
+			checked = append(checked, w)
 			continue
 		}
 		held := false
@@ -169,10 +168,11 @@ func (e *env) checkWritesUnderLeases(shards int, ids []string) {
 			t.Errorf("%s %s %s/%s by %s, holding no shard Lease", w.Verb, w.Resource, w.Namespace, w.Name, id)
 		}
 	}
-	if checked == 0 {
+	if len(checked) == 0 {
 		t.Fatal("no release write in the audit log carried an autox identity")
 	}
-	t.Logf("%d release writes checked against the shard Leases", checked)
+	t.Logf("%d release writes checked against the shard Leases", len(checked))
+	return checked
 }
 
 // releaseOfTrigger is the release shardedConfig makes for Deployment d:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -184,10 +185,11 @@ func newConflictLists(meta metadata.Interface) *conflictLists {
 // the fleet, so alone it would see conflictListDemand asked about less
 // often, read more objects one by one and LIST the namespace again itself;
 // shared, one LIST answers the installs of every term. The LISTs are made
-// with the client given here — the replica's own, like its shared record
-// index: they only read, and a term that ended must not stop them. What
-// they answer is the same whichever term's install asked: whether an object
-// existed when the LIST began.
+// with the client given here, the replica's own (as its shared record
+// index's), so that they outlive any one term; a term's fence lets reads
+// through anyway, and the identity is the same. What they answer is the
+// same whichever term's install asked: whether an object existed when the
+// LIST began.
 type SharedConflictReads struct{ lists *conflictLists }
 
 // NewSharedConflictReads returns conflict LISTs made with meta.
@@ -196,10 +198,15 @@ func NewSharedConflictReads(meta metadata.Interface) *SharedConflictReads {
 }
 
 // UseConflictReads makes m's installs answer their conflict reads from s's
-// LISTs. Call it before m's first install; the Managers As makes of m (other
-// identities) keep LISTs of their own, made as that identity.
-func (m *Manager) UseConflictReads(s *SharedConflictReads) {
+// LISTs. It must be called before m's first install, which otherwise has
+// made m LISTs of its own: an error says so. The Managers As makes of m
+// (other identities) keep LISTs of their own, made as that identity.
+func (m *Manager) UseConflictReads(s *SharedConflictReads) error {
 	m.conflictsOnce.Do(func() { m.conflicts = s.lists })
+	if m.conflicts != s.lists {
+		return errors.New("the conflict reads of this Manager were set up by an install already: share them before it installs")
+	}
+	return nil
 }
 
 // conflictReads lets one install's objects be answered from lists: set on

@@ -114,8 +114,12 @@ func TestConflictReadsShared(t *testing.T) {
 	b, readsB := countedManager(t, ns)
 	own, ownReads := countedManager(t, ns) // the replica's own client
 	shared := NewSharedConflictReads(own.meta)
-	a.UseConflictReads(shared)
-	b.UseConflictReads(shared)
+	if err := a.UseConflictReads(shared); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.UseConflictReads(shared); err != nil {
+		t.Fatal(err)
+	}
 	n := conflictListDemand // each term alone would ask half the demand
 	for i := range 2 * n {
 		m := a

@@ -426,7 +426,9 @@ func (r *runner) leadFor(ctx context.Context, sh *triggers.Shard, term *leader.T
 	var watches *triggers.Watches
 	if r.shared != nil {
 		deps.helm.UseRecordIndex(r.shared.records)
-		deps.helm.UseConflictReads(r.shared.conflicts)
+		if err := deps.helm.UseConflictReads(r.shared.conflicts); err != nil {
+			return err
+		}
 		watches = r.shared.watches
 	} else {
 		records = deps.helm.NewRecordIndex()

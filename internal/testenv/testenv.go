@@ -129,7 +129,7 @@ func start(audited bool) (*Cluster, error) {
 	recordChildren(assets)
 	c := &Cluster{Env: env, Config: cfg, assets: assets, AuditLog: auditLog, auditDir: auditDir, apiDir: apiDir}
 	if err := c.init(); err != nil {
-		_ = env.Stop()
+		_ = c.Stop()
 		return nil, err
 	}
 	return c, nil
@@ -197,7 +197,8 @@ func (c *Cluster) RestartAPIServer(grace, down time.Duration) error {
 	for deadline := time.Now().Add(grace); processExists(pid) && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if processExists(pid) {
+	// Still ours (a pid is reused only once it is reaped): past its grace.
+	if processExists(pid) && parentOf(pid) == os.Getpid() && runsFrom(pid, c.assets) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	// envtest reaps the process and marks it exited; its Stop then does
@@ -210,7 +211,8 @@ func (c *Cluster) RestartAPIServer(grace, down time.Duration) error {
 	}
 	time.Sleep(down)
 	if err := api.Start(); err != nil {
-		return fmt.Errorf("cannot start kube-apiserver again: %w", err)
+		// Its port may have been taken meanwhile by another listener.
+		return fmt.Errorf("cannot start kube-apiserver again on port %s: %w", api.SecureServing.Port, err)
 	}
 	recordChildren(c.assets)
 	return nil
