@@ -108,19 +108,8 @@ func TestShardsThroughAnAPIServerRestart(t *testing.T) {
 	e.Relabel("w1", version("3.0.0"))
 	e.WaitRelease("w1-hello", "upgraded after the restart", upgraded("3.0.0"))
 
-	after := e.recordVersions()
-	for _, r := range stable {
-		for name, v := range before {
-			if strings.HasPrefix(name, "sh.helm.release.v1."+r+".v") && after[name] != v {
-				t.Errorf("stable release %s written: %s %s → %s", r, name, v, after[name])
-			}
-		}
-	}
-	for _, p := range ps {
-		if code := p.Stop(patience); code != 0 {
-			t.Errorf("stop: exit %d\n%s", code, tail(p.Output()))
-		}
-	}
+	e.checkUnwritten(stable, before)
+	e.stopAll(ps)
 	since := 0
 	for _, w := range e.checkWritesUnderLeases(shards, ids) {
 		if w.Received.After(back) {

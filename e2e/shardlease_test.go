@@ -115,21 +115,34 @@ func TestShardWritesOnlyUnderTheirLease(t *testing.T) {
 		return r != nil && r.Status == "deployed" && labelOf(r) == "3.0.0"
 	})
 	t.Logf("after the outage: %v", e.waitShardsHeld(shards, ids))
+	e.checkUnwritten(stable, before)
+	e.stopAll(ps)
+
+	e.checkWritesUnderLeases(shards, ids)
+}
+
+// checkUnwritten checks that no record of the stable releases changed
+// since before (recordVersions).
+func (e *env) checkUnwritten(stable []string, before map[string]string) {
+	e.t.Helper()
 	after := e.recordVersions()
 	for _, r := range stable {
 		for name, v := range before {
 			if strings.HasPrefix(name, "sh.helm.release.v1."+r+".v") && after[name] != v {
-				t.Errorf("stable release %s written: %s %s → %s", r, name, v, after[name])
+				e.t.Errorf("stable release %s written: %s %s → %s", r, name, v, after[name])
 			}
 		}
 	}
+}
+
+// stopAll stops every process with SIGTERM; each must exit 0.
+func (e *env) stopAll(ps []*testenv.Process) {
+	e.t.Helper()
 	for _, p := range ps {
 		if code := p.Stop(patience); code != 0 {
-			t.Errorf("stop: exit %d\n%s", code, tail(p.Output()))
+			e.t.Errorf("stop: exit %d\n%s", code, tail(p.Output()))
 		}
 	}
-
-	e.checkWritesUnderLeases(shards, ids)
 }
 
 // checkWritesUnderLeases reads the audit log of the test's namespace and
