@@ -3,7 +3,6 @@ package e2e
 import (
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -76,10 +75,7 @@ func TestShardsThroughAnAPIServerRestart(t *testing.T) {
 	}()
 	// w2 leaves the config while the API server is down.
 	time.Sleep(time.Second)
-	e.WriteConfig(strings.Replace(shardedConfig, `  w2:
-    trigger: {group: apps, version: v1, resource: deployments, name: w2, namespace: {{.NS}}}
-    releaseSpecs: {hello: {chart: {path: {{.Charts}}/hello}}}
-`, "", 1))
+	e.WriteConfig(shardedConfigWithoutW2)
 	if err := <-restarted; err != nil {
 		t.Fatal(err)
 	}

@@ -77,10 +77,7 @@ func TestShardWritesOnlyUnderTheirLease(t *testing.T) {
 		}
 	}()
 	// w2 leaves the config meanwhile: its release is removed.
-	e.WriteConfig(strings.Replace(shardedConfig, `  w2:
-    trigger: {group: apps, version: v1, resource: deployments, name: w2, namespace: {{.NS}}}
-    releaseSpecs: {hello: {chart: {path: {{.Charts}}/hello}}}
-`, "", 1))
+	e.WriteConfig(shardedConfigWithoutW2)
 	others := append(append([]string{}, ids[:victim]...), ids[victim+1:]...)
 	t.Logf("froze %s; after the takeover: %v", ids[victim], e.waitShardsHeld(shards, others))
 	upgraded := func(r *format.Release) bool { return r != nil && r.Status == "deployed" && labelOf(r) == "2.0.0" }

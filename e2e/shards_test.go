@@ -41,6 +41,12 @@ specs:
       job: {chart: {path: {{.Charts}}/hello}}
 `
 
+// shardedConfigWithoutW2 is shardedConfig after spec w2 left it.
+var shardedConfigWithoutW2 = strings.Replace(shardedConfig, `  w2:
+    trigger: {group: apps, version: v1, resource: deployments, name: w2, namespace: {{.NS}}}
+    releaseSpecs: {hello: {chart: {path: {{.Charts}}/hello}}}
+`, "", 1)
+
 var identityField = regexp.MustCompile(`"identity":"([^"]+)"`)
 
 // identityOf is the leader identity p logs.

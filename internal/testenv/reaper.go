@@ -18,17 +18,27 @@ import (
 
 func pidDir(assets string) string { return filepath.Join(assets, "running") }
 
-// recordChildren writes the ids of this process's children that run a
-// binary from assets.
-func recordChildren(assets string) {
-	var pids []string
+// children are the ids of this process's children that run a binary from
+// assets.
+func children(assets string) []int {
+	var pids []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || parentOf(pid) != os.Getpid() || !runsFrom(pid, assets) {
 			continue
 		}
-		pids = append(pids, e.Name())
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// recordChildren writes the ids of this process's children that run a
+// binary from assets.
+func recordChildren(assets string) {
+	var pids []string
+	for _, pid := range children(assets) {
+		pids = append(pids, strconv.Itoa(pid))
 	}
 	if len(pids) == 0 {
 		return

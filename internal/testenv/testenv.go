@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -222,12 +221,7 @@ func (c *Cluster) RestartAPIServer(grace, down time.Duration) error {
 // of this process running it from the assets with the cluster's port.
 func (c *Cluster) apiServerPID() (int, error) {
 	port := "--secure-port=" + c.Env.ControlPlane.APIServer.SecureServing.Port
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || parentOf(pid) != os.Getpid() || !runsFrom(pid, c.assets) {
-			continue
-		}
+	for _, pid := range children(c.assets) {
 		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if err != nil {
 			continue
